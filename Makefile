@@ -1,0 +1,48 @@
+# The course's commands. `make lab` and `make test` each set everything up first.
+#
+#   make lab       set up, then open the course in JupyterLab
+#   make test      set up, then run the whole test suite
+#   make release   regenerate release/ from source/ with nbgrader
+#
+# Set-up makes a virtual environment in .venv. It reuses an installed torch (a GPU
+# hub's) when there is one; otherwise it installs $(TORCH_SPEC) (torch==2.13.0, a CPU
+# build on the course machines) before anything else, so pip never pulls CUDA wheels
+# on a machine without a GPU. Elsewhere, point TORCH_INDEX_URL at a CPU wheel index.
+
+VENV ?= .venv
+SYSTEM_SITE ?= 1
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test release browser
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(if $(filter 1,$(SYSTEM_SITE)),--system-site-packages) $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+		echo "using installed torch $$($(PY) -c 'import torch; print(torch.__version__)')"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+		$(PY) -m pip install torch; \
+	else \
+		$(PY) -m pip install $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"; \
+	fi
+	$(PY) -m pip install -e ".[test]"
+	@touch $@
+
+# Browser tests drive Debian's Chromium; install it where we may (root with apt).
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else echo "no /usr/bin/chromium: browser tests will be skipped (install chromium to run them)"; fi
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=.
+
+test: setup browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+release: setup
+	for dir in source/*/; do $(VENV)/bin/nbgrader generate_assignment "$$(basename $$dir)" --force; done

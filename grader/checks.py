@@ -1,0 +1,130 @@
+"""Assertions for challenge cells.
+
+Every failed check raises ``AssertionError`` with three parts: what was expected,
+what was found, and a hint. Checks never write to stderr, because nbgrader gives
+a test cell that writes to stderr zero points even when it passes.
+"""
+
+import contextlib
+import io
+import warnings
+
+import torch
+
+
+def _fail(what, expected, got, hint=""):
+    lines = [f"{what}", f"  expected: {expected}", f"  got:      {got}"]
+    if hint:
+        lines.append(f"  hint: {hint}")
+    raise AssertionError("\n".join(lines))
+
+
+@contextlib.contextmanager
+def quiet():
+    """Run a block with warnings and stderr captured, so a graded cell stays clean.
+
+    >>> with quiet():
+    ...     warnings.warn("not shown")
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+
+
+def check_shape(tensor, expected, name="output"):
+    """Assert ``tensor.shape`` (or a tuple) equals ``expected``.
+
+    >>> check_shape(torch.zeros(16, 5), (16, 5))
+    """
+    got = tuple(tensor.shape) if hasattr(tensor, "shape") else tensor
+    try:
+        got = tuple(got)
+    except TypeError:
+        _fail(f"{name} should be a shape", tuple(expected), repr(got),
+              "a shape is a tuple of ints such as (16, 5)")
+    expected = tuple(expected)
+    if got != expected:
+        hint = ""
+        if len(got) == len(expected) and got[1:] == expected[1:]:
+            hint = "the batch dimension (dim 0) differs: outputs are gathered back to the full batch"
+        elif len(got) != len(expected):
+            hint = f"{len(expected)} dimensions expected, {len(got)} found"
+        _fail(f"{name} has the wrong shape", expected, got, hint)
+
+
+def check_equal(got, expected, name="value", hint=""):
+    """Assert two plain values are equal.
+
+    >>> check_equal([4, 4, 4, 4], [4, 4, 4, 4], "chunk sizes")
+    """
+    if got != expected:
+        _fail(f"{name} is not right", repr(expected), repr(got), hint)
+
+
+def check_close(got, expected, name="value", rtol=1e-5, atol=1e-8, hint=""):
+    """Assert numbers or tensors are equal within tolerance.
+
+    >>> check_close(3.3333, 10 / 3, "speedup", rtol=1e-3)
+    """
+    if isinstance(got, torch.Tensor) or isinstance(expected, torch.Tensor):
+        got_t, exp_t = torch.as_tensor(got), torch.as_tensor(expected)
+        if got_t.shape != exp_t.shape:
+            _fail(f"{name} has the wrong shape", tuple(exp_t.shape), tuple(got_t.shape), hint)
+        got_t, exp_t = got_t.detach().cpu().double(), exp_t.detach().cpu().double()
+        if not torch.allclose(got_t, exp_t, rtol=rtol, atol=atol):
+            worst = (got_t - exp_t).abs().max().item()
+            _fail(f"{name} differs", f"within rtol={rtol}, atol={atol}",
+                  f"largest difference {worst:.3g}", hint)
+        return
+    try:
+        g, e = float(got), float(expected)
+    except (TypeError, ValueError):
+        _fail(f"{name} should be a number", repr(expected), repr(got), hint)
+    if not abs(g - e) <= atol + rtol * abs(e):
+        _fail(f"{name} is not right", f"{e:.6g}", f"{g:.6g}", hint)
+
+
+def check_keys(state_dict, expected, name="state dict"):
+    """Assert a state dict has exactly the expected keys; explain the difference.
+
+    ``expected`` is a model, a state dict or any iterable of key names. The message
+    lists missing and unexpected keys and spots a ``module.`` prefix, the mark that
+    ``nn.DataParallel`` and DDP leave on every key.
+
+    >>> m = torch.nn.Linear(2, 2)
+    >>> check_keys(m.state_dict(), m)
+    """
+    if isinstance(expected, torch.nn.Module):
+        expected = expected.state_dict()
+    got_keys, exp_keys = set(state_dict), set(expected)
+    if got_keys == exp_keys:
+        return
+    missing, unexpected = sorted(exp_keys - got_keys), sorted(got_keys - exp_keys)
+    hint = ""
+    if unexpected and all(k.startswith("module.") for k in unexpected):
+        if {k[len("module."):] for k in unexpected} == set(missing):
+            hint = ("every key carries a 'module.' prefix: the dict was saved from a wrapped "
+                    "model; strip the prefix or save model.module.state_dict()")
+    elif missing and all(k.startswith("module.") for k in missing):
+        hint = "the model expects 'module.' keys: it is wrapped; load into model.module instead"
+    _fail(f"{name} keys do not match",
+          f"{len(exp_keys)} keys, missing {_short(missing)}",
+          f"{len(got_keys)} keys, unexpected {_short(unexpected)}", hint)
+
+
+def _short(keys, n=4):
+    shown = ", ".join(repr(k) for k in keys[:n])
+    return f"[{shown}{', ...' if len(keys) > n else ''}]" if keys else "none"
+
+
+def check_same_parameters(a, b, name="model", atol=1e-6):
+    """Assert two models hold the same parameter values, name by name.
+
+    >>> m = torch.nn.Linear(2, 2)
+    >>> check_same_parameters(m, m)
+    """
+    sa, sb = a.state_dict(), b.state_dict()
+    check_keys(sa, sb, name)
+    for k in sa:
+        check_close(sa[k], sb[k], f"{name} parameter {k!r}", rtol=0, atol=atol)

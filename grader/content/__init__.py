@@ -1,0 +1,64 @@
+"""Course content as data: flashcard decks and question banks, one JSON file per topic.
+
+``cards/<topic>.json`` and ``quiz/<topic>.json`` are the single source for the
+widgets, and later for cheat sheets and exports. Loading validates every entry and
+names the file and the entry when something is wrong.
+"""
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LEVELS = ("beginner", "intermediate", "advanced", "expert")
+
+
+class ContentError(ValueError):
+    """A deck or question bank that cannot be used, with the file and entry named."""
+
+
+def topics(kind):
+    """Topics available for ``kind`` ("cards" or "quiz").
+
+    >>> "foundations" in topics("cards")
+    True
+    """
+    return sorted(p.stem for p in (HERE / kind).glob("*.json"))
+
+
+def load_entries(path, list_key, required):
+    """Read ``path`` and return its list ``list_key``, each entry checked for ``required`` fields.
+
+    ``required`` maps a field to its type. Raises :class:`ContentError` naming the file
+    and the entry (by number and, where it has one, its first words).
+
+    >>> len(load_entries(HERE / "cards" / "foundations.json", "cards", {"front": str})) >= 10
+    True
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ContentError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ContentError(f"{path}: not valid JSON ({e})") from None
+    entries = data.get(list_key) if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ContentError(f"{path}: expected an object with a non-empty list {list_key!r}")
+    for i, entry in enumerate(entries, 1):
+        where = f"{path}: entry {i}"
+        if not isinstance(entry, dict):
+            raise ContentError(f"{where}: expected an object, got {type(entry).__name__}")
+        first = next((entry[k] for k in required if isinstance(entry.get(k), str)), "")
+        if first:
+            where += f" ({first[:40]!r})"
+        for key, kind in required.items():
+            value = entry.get(key)
+            if value is None:
+                raise ContentError(f"{where}: missing {key!r}")
+            if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+                raise ContentError(f"{where}: {key!r} should be {kind.__name__}, got {type(value).__name__}")
+            if isinstance(value, str) and not value.strip():
+                raise ContentError(f"{where}: {key!r} is empty")
+        if "level" in required and entry["level"] not in LEVELS:
+            raise ContentError(f"{where}: level {entry['level']!r} is not one of {', '.join(LEVELS)}")
+    return entries

@@ -1,0 +1,104 @@
+"""What this machine has, and which device and backend a lesson should use.
+
+Every measurement in the course prints :func:`describe` next to its numbers, so a
+figure is never read without the hardware it came from.
+"""
+
+import os
+import platform
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class GPU:
+    index: int
+    name: str
+    memory_gib: float
+
+
+def gpus():
+    """The visible CUDA GPUs, in index order.
+
+    >>> [g.name for g in gpus()]      # doctest: +SKIP
+    ['NVIDIA H100 80GB HBM3']
+    """
+    if not torch.cuda.is_available():
+        return []
+    found = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        found.append(GPU(i, props.name, round(props.total_memory / 2**30, 1)))
+    return found
+
+
+def gpu_count():
+    """Number of visible CUDA GPUs (0 on a machine without them).
+
+    >>> gpu_count() >= 0
+    True
+    """
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def cpu_cores():
+    """CPU cores this process may run on (respects affinity masks and cgroups' cpusets).
+
+    >>> cpu_cores() >= 1
+    True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity API
+        return os.cpu_count() or 1
+
+
+def device():
+    """The device a single-process lesson should use: the first GPU, else the CPU.
+
+    >>> device().type in ("cuda", "cpu")
+    True
+    """
+    return torch.device("cuda", 0) if gpu_count() else torch.device("cpu")
+
+
+def backend():
+    """The torch.distributed backend for this machine.
+
+    NCCL needs one GPU per rank, so it is chosen only with two or more GPUs; with one
+    GPU or none, ranks are CPU processes talking over gloo.
+
+    >>> backend() in ("nccl", "gloo")
+    True
+    """
+    return "nccl" if gpu_count() >= 2 else "gloo"
+
+
+def parallel_ranks():
+    """How many ranks can really run at the same time here.
+
+    One per GPU when there are at least two, else one per CPU core (at least one).
+
+    >>> parallel_ranks() >= 1
+    True
+    """
+    return gpu_count() if gpu_count() >= 2 else max(1, cpu_cores())
+
+
+def describe():
+    """One line saying what a measurement ran on.
+
+    >>> describe()                    # doctest: +SKIP
+    'CPU only (2 cores, x86_64), torch 2.13.0'
+    """
+    cores = cpu_cores()
+    listed = gpus()
+    if not listed:
+        return f"CPU only ({cores} cores, {platform.machine()}), torch {torch.__version__}"
+    names = {}
+    for g in listed:
+        names.setdefault((g.name, g.memory_gib), 0)
+        names[(g.name, g.memory_gib)] += 1
+    parts = ", ".join(f"{n}x {name} ({mem:g} GiB)" for (name, mem), n in names.items())
+    return f"{parts}, {cores} CPU cores, torch {torch.__version__}"

@@ -1,0 +1,44 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LESSONS = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
+
+
+def lesson_notebook(folder, lesson):
+    return REPO / folder / lesson / f"{lesson}.ipynb"
+
+
+def read_nb(path):
+    return json.loads(Path(path).read_text())
+
+
+def graded_cells(nb, kind):
+    """Cells nbgrader marks as ``kind`` ("solution" or "grade")."""
+    return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get(kind)]
+
+
+def nbgrader(*args, cwd, check=True, timeout=900):
+    """Run the real nbgrader command line in a course directory."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory):
+    """A scratch course directory: the committed source/ and config, nothing else."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(REPO / "source", root / "source")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    return root
