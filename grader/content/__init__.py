@@ -48,7 +48,7 @@ def load_entries(path, list_key, required):
         where = f"{path}: entry {i}"
         if not isinstance(entry, dict):
             raise ContentError(f"{where}: expected an object, got {type(entry).__name__}")
-        first = next((entry[k] for k in required if isinstance(entry.get(k), str)), "")
+        first = next((entry[k] for k in required if k != "level" and isinstance(entry.get(k), str)), "")
         if first:
             where += f" ({first[:40]!r})"
         for key, kind in required.items():

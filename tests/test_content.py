@@ -1,0 +1,127 @@
+"""Decks, question banks and their widgets."""
+
+import json
+
+import pytest
+
+from grader import content
+from grader.cards import Flashcards, load_deck, show_cards
+from grader.content import ContentError
+from grader.quiz import Quiz, load_questions, show_quiz
+
+
+@pytest.mark.parametrize("topic", content.topics("cards"))
+def test_every_deck_loads_with_enough_cards(topic):
+    cards = load_deck(topic)
+    assert len(cards) >= 10
+    assert {c["level"] for c in cards} <= set(content.LEVELS)
+
+
+@pytest.mark.parametrize("topic", content.topics("quiz"))
+def test_every_question_bank_loads(topic):
+    assert len(load_questions(topic)) >= 5
+
+
+def test_each_deck_has_a_question_bank():
+    assert content.topics("cards") == content.topics("quiz")
+
+
+def write(tmp_path, data, name="deck.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("cards, message", [
+    ([{"level": "beginner", "front": "Q"}], "entry 1 ('Q'): missing 'back'"),
+    ([{"level": "beginner", "front": "Q", "back": "A"},
+      {"level": "guru", "front": "Second", "back": "A"}], "entry 2 ('Second'): level 'guru'"),
+    ([{"level": "beginner", "front": "  ", "back": "A"}], "'front' is empty"),
+    ([{"level": "beginner", "front": 3, "back": "A"}], "'front' should be str"),
+    (["just text"], "entry 1: expected an object"),
+    ([], "non-empty list 'cards'"),
+])
+def test_malformed_deck_names_file_and_card(tmp_path, cards, message):
+    path = write(tmp_path, {"cards": cards})
+    with pytest.raises(ContentError) as e:
+        load_deck(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_deck_that_is_not_json_names_the_file(tmp_path):
+    path = write(tmp_path, "{cards: [")
+    with pytest.raises(ContentError, match="not valid JSON"):
+        load_deck(path)
+    with pytest.raises(ContentError, match="no such file"):
+        load_deck(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("question, message", [
+    ({"question": "Q", "choices": ["a"], "answer": 0, "explanation": "e"}, "at least two"),
+    ({"question": "Q", "choices": ["a", "b"], "answer": 2, "explanation": "e"}, "'answer' 2 is not an index"),
+    ({"question": "Q", "choices": ["a", "b"], "answer": True, "explanation": "e"}, "'answer' should be int"),
+    ({"question": "Q", "choices": ["a", "b"], "answer": 0}, "missing 'explanation'"),
+])
+def test_malformed_question_names_file_and_entry(tmp_path, question, message):
+    path = write(tmp_path, {"questions": [question]})
+    with pytest.raises(ContentError) as e:
+        load_questions(path)
+    assert str(path) in str(e.value) and "entry 1" in str(e.value) and message in str(e.value)
+
+
+CARDS = [{"level": "beginner", "front": "F1", "back": "B1"},
+         {"level": "expert", "front": "F2", "back": "B2"},
+         {"level": "beginner", "front": "F3", "back": "B3"}]
+
+
+def test_flashcards_flip_move_and_wrap():
+    deck = Flashcards(CARDS)
+    assert "F1" in deck.face.value and deck.counter.value == "card 1 of 3"
+    deck.reveal_button.click()
+    assert "B1" in deck.face.value and deck.reveal_button.description == "Hide"
+    deck.next_button.click()
+    assert "F2" in deck.face.value and not deck.revealed
+    deck.prev_button.click()
+    deck.prev_button.click()
+    assert "F3" in deck.face.value
+
+
+def test_flashcards_keys():
+    deck = Flashcards(CARDS)
+    deck.keys.value = "f"
+    assert deck.revealed and deck.keys.value == ""
+    deck.keys.value = "n"
+    assert deck.index == 1 and not deck.revealed
+    deck.keys.value = "x"  # unknown keys are ignored
+    assert deck.index == 1
+
+
+def test_flashcards_filter_and_shuffle():
+    deck = Flashcards(CARDS, seed=3)
+    deck.level.value = "expert"
+    assert deck.counter.value == "card 1 of 1" and "F2" in deck.face.value
+    deck.level.value = "advanced"
+    assert deck.card is None and "no cards" in deck.counter.value
+    deck.move(1)  # nothing to move through, nothing breaks
+    deck.level.value = "all levels"
+    deck.shuffle()
+    assert sorted(c["front"] for c in deck.cards) == ["F1", "F2", "F3"]
+    assert show_cards("foundations", level="beginner").level.value == "beginner"
+
+
+def test_quiz_feedback_and_score_counts_first_answers():
+    quiz = show_quiz("foundations")
+    q0 = quiz.questions[0]
+    wrong = (q0["answer"] + 1) % len(q0["choices"])
+    assert quiz.answer(0, wrong) is False
+    assert "Not quite" in quiz.feedback[0].value and q0["explanation"] in quiz.feedback[0].value
+    assert quiz.answer(0, q0["answer"]) is True
+    assert quiz.score == (0, 1)  # the first answer counts
+    assert quiz.answer(1, quiz.questions[1]["answer"]) is True
+    assert quiz.score == (1, 2) and "Score: 1 / " in quiz.score_label.value
+
+
+def test_quiz_check_without_choice_asks_for_one():
+    quiz = Quiz(load_questions("data_parallel"))
+    assert quiz._check(0) is None and "Pick an answer" in quiz.feedback[0].value
+    assert quiz.score == (0, 0)

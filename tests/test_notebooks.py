@@ -1,0 +1,80 @@
+"""Every notebook runs top to bottom on this machine, and release copies stay clean."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import LESSONS, REPO, graded_cells, lesson_notebook, read_nb
+
+CELL_TIMEOUT = 120  # nbgrader_config.py's Execute.timeout
+ALL_NOTEBOOKS = ([lesson_notebook("source", lesson) for lesson in LESSONS]
+                 + sorted((REPO / "notebooks").glob("*.ipynb")))
+
+
+def run_notebook(path, workdir):
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                   resources={"metadata": {"path": str(workdir)}}, record_timing=True).execute()
+    return nb
+
+
+def seconds(cell):
+    timing = cell.metadata.get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    from datetime import datetime
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return (parse(end) - parse(start)).total_seconds()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_top_to_bottom_without_stderr(path, tmp_path):
+    nb = run_notebook(path, tmp_path)
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        for out in cell.outputs:
+            assert out.output_type != "error", f"code cell {i} raised {out.ename}: {out.evalue}"
+            assert not (out.output_type == "stream" and out.name == "stderr"), \
+                f"code cell {i} wrote to stderr (nbgrader scores such a test cell 0):\n{out.text}"
+        assert seconds(cell) < CELL_TIMEOUT / 4, f"code cell {i} took {seconds(cell):.0f} s"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_has_no_solutions_or_hidden_tests(lesson):
+    source = read_nb(lesson_notebook("source", lesson))
+    text = lesson_notebook("release", lesson).read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text
+    release = read_nb(lesson_notebook("release", lesson))
+    for cell in graded_cells(release, "solution"):
+        assert "raise NotImplementedError()" in "".join(cell["source"])
+    # No line of a model answer, nor of a hidden test, survives into the release.
+    blocks = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)### END \1", re.S)
+    source_text = "\n".join("".join(c["source"]) for c in source["cells"])
+    public = blocks.sub("", source_text)
+    secret = [line.strip() for _, block in blocks.findall(source_text) for line in block.splitlines()
+              if len(line.strip()) > 12 and line.strip() not in public]
+    assert secret, "source should have solutions"
+    for line in secret:
+        assert line not in text, f"release/{lesson} leaks: {line!r}"
+
+
+def test_lessons_meet_the_course_minimums():
+    for lesson in LESSONS:
+        tests = graded_cells(read_nb(lesson_notebook("source", lesson)), "grade")
+        assert len(tests) >= 4 and sum(c["metadata"]["nbgrader"]["points"] for c in tests) >= 10
+        assert all("BEGIN HIDDEN TESTS" in "".join(c["source"]) for c in tests), \
+            f"{lesson}: every graded test cell should hold hidden tests"
+
+
+@pytest.mark.parametrize("path", sorted(REPO.glob("*/**/*.ipynb")), ids=lambda p: str(p.relative_to(REPO)))
+def test_committed_notebooks_carry_no_outputs(path):
+    if ".ipynb_checkpoints" in path.parts or ".venv" in path.parts:
+        pytest.skip("not course content")
+    for cell in read_nb(path)["cells"]:
+        if cell["cell_type"] == "code":
+            assert not cell["outputs"] and cell["execution_count"] is None, f"{path} has outputs"

@@ -1,0 +1,107 @@
+"""Unit tests for grader.hardware, grader.timing and grader.checks."""
+
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from grader import checks, hardware, timing
+
+
+def test_hardware_describes_this_machine():
+    text = hardware.describe()
+    assert f"torch {torch.__version__}" in text
+    if hardware.gpu_count():
+        assert hardware.gpus()[0].name in text
+    else:
+        assert text.startswith("CPU only") and f"{hardware.cpu_cores()} cores" in text
+    assert hardware.device().type == ("cuda" if hardware.gpu_count() else "cpu")
+    assert hardware.backend() == ("nccl" if hardware.gpu_count() >= 2 else "gloo")
+    assert hardware.parallel_ranks() >= 1
+
+
+def test_measure_discards_warmup_and_repeats():
+    calls = []
+    t = timing.measure(lambda: calls.append(1), repeats=7, warmup=3, device="cpu", label="x")
+    assert len(calls) == 10 and len(t.times) == 7
+    assert str(t).startswith("x: ") and hardware.describe() in str(t)
+
+
+def test_measure_reports_median_and_spread():
+    delays = iter([0.2, 0.005, 0.005, 0.05, 0.005])
+    t = timing.measure(lambda: time.sleep(next(delays)), repeats=4, warmup=1, device="cpu")
+    assert 0.004 < t.median < 0.03  # the slow warm-up is gone, one outlier does not move it
+    assert t.spread == pytest.approx((max(t.times) - min(t.times)) / 2)
+
+
+def test_measure_rejects_no_repeats():
+    with pytest.raises(ValueError, match="repeats"):
+        timing.measure(lambda: None, repeats=0)
+
+
+def test_speedup_and_efficiency():
+    assert timing.speedup(100, 30) == pytest.approx(3.333, rel=1e-3)
+    assert timing.efficiency(100, 30, 4) == pytest.approx(0.8333, rel=1e-3)
+    t1 = timing.Timing([2.0, 2.0, 2.0])
+    tn = timing.Timing([1.0, 1.0, 1.0])
+    assert timing.speedup(t1, tn) == 2.0
+    with pytest.raises(ValueError):
+        timing.speedup(0, 1)
+    with pytest.raises(ValueError):
+        timing.efficiency(1, 1, 0)
+
+
+def test_check_shape_explains_batch_dimension():
+    checks.check_shape(torch.zeros(16, 5), (16, 5))
+    with pytest.raises(AssertionError) as e:
+        checks.check_shape(torch.zeros(4, 5), (16, 5), "DP output")
+    msg = str(e.value)
+    assert "expected: (16, 5)" in msg and "got:      (4, 5)" in msg and "batch dimension" in msg
+    with pytest.raises(AssertionError, match="should be a shape"):
+        checks.check_shape(3, (16, 5))
+
+
+def test_check_close_numbers_and_tensors():
+    checks.check_close(1.0, 1.0 + 1e-9)
+    checks.check_close(torch.ones(3), torch.ones(3))
+    with pytest.raises(AssertionError, match="largest difference"):
+        checks.check_close(torch.ones(3), torch.zeros(3), "grad")
+    with pytest.raises(AssertionError, match="wrong shape"):
+        checks.check_close(torch.ones(3), torch.ones(4))
+    with pytest.raises(AssertionError, match="should be a number"):
+        checks.check_close("fast", 2.0)
+    with pytest.raises(AssertionError, match="hint: divide"):
+        checks.check_close(3.0, 2.0, hint="divide")
+
+
+def test_check_keys_spots_the_module_prefix_both_ways():
+    plain = nn.Linear(2, 2)
+    wrapped = nn.DataParallel(nn.Linear(2, 2))
+    checks.check_keys(plain.state_dict(), plain)
+    with pytest.raises(AssertionError) as e:
+        checks.check_keys(wrapped.state_dict(), plain)
+    assert "'module.' prefix" in str(e.value) and "'module.weight'" in str(e.value)
+    with pytest.raises(AssertionError, match="load into model.module"):
+        checks.check_keys(plain.state_dict(), wrapped)
+    with pytest.raises(AssertionError, match="missing \\['bias'\\]"):
+        checks.check_keys({"weight": 0}, plain)
+
+
+def test_check_same_parameters():
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    with torch.no_grad():
+        b.weight.copy_(a.weight)
+    with pytest.raises(AssertionError, match="'bias'"):
+        checks.check_same_parameters(a, b)
+    b.load_state_dict(a.state_dict())
+    checks.check_same_parameters(a, b)
+
+
+def test_checks_write_nothing_to_stderr(capfd):
+    with pytest.raises(AssertionError):
+        checks.check_equal(1, 2)
+    with checks.quiet():
+        import warnings
+        warnings.warn("hidden")
+    assert capfd.readouterr().err == ""
