@@ -1,0 +1,368 @@
+"""Run a function defined in a notebook on N ranks, with torch's own elastic launcher.
+
+``launch(train, nprocs=2)`` starts the same machinery as ``torchrun`` (an elastic agent,
+a c10d rendezvous on a free local port, one worker process per rank with RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set) from inside a notebook cell:
+
+- the function, and any closures or classes it uses, travel to the ranks by value
+  (cloudpickle), so functions defined in the notebook work;
+- each rank's output is shown live in the cell, prefixed with its rank, and every
+  rank's return value comes back as a list ordered by rank;
+- a rank that raises stops the run at once and its traceback is raised here; a run
+  that hangs ends at ``timeout`` with the stuck ranks and where they were stuck;
+  interrupting the cell stops every rank; no worker outlives the call.
+
+The same function runs unchanged under ``torchrun`` when it joins the process group
+with :func:`init_distributed` (see :func:`write_script`).
+"""
+
+import contextlib
+import faulthandler
+import inspect
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from . import hardware
+
+RUN_DIR = "COURSE_LAUNCH_DIR"  # set on ranks started by launch(); unset under torchrun
+BACKEND = "COURSE_LAUNCH_BACKEND"
+
+
+class RankError(RuntimeError):
+    """A rank raised; the message holds its traceback."""
+
+
+class LaunchTimeout(TimeoutError):
+    """The ranks did not finish in time; the message says which and where they were."""
+
+
+def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=None,
+           start_method=None, show_output=True, **kwargs):
+    """Run ``fn(*args, **kwargs)`` on ``nprocs`` ranks and return their results by rank.
+
+    ``nprocs`` defaults to :func:`hardware.parallel_ranks` and ``backend`` to
+    :func:`hardware.backend` (NCCL, one rank per GPU, with two GPUs or more; gloo on
+    CPU processes otherwise). CPU ranks get ``threads_per_rank`` threads each, by
+    default the cores divided among the ranks, so they do not fight over cores.
+    Workers are forked when CUDA is not initialised in this process (fast), and
+    spawned when it is (forking after CUDA initialisation is not safe).
+
+    >>> def hello(greeting):
+    ...     import torch.distributed as dist
+    ...     return f"{greeting} from rank {os.environ['RANK']}"
+    >>> launch(hello, "hi", nprocs=2, show_output=False)
+    ['hi from rank 0', 'hi from rank 1']
+    """
+    nprocs = nprocs or hardware.parallel_ranks()
+    backend = backend or hardware.backend()
+    if backend == "nccl" and nprocs > hardware.gpu_count():
+        raise ValueError(f"nccl needs one GPU per rank: {nprocs} ranks, {hardware.gpu_count()} GPUs")
+    if threads_per_rank is None:
+        threads_per_rank = max(1, hardware.cpu_cores() // nprocs)
+    if start_method is None:
+        start_method = "spawn" if torch.cuda.is_initialized() or not hasattr(os, "fork") else "fork"
+
+    run_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
+    (run_dir / "payload.pkl").write_bytes(cloudpickle.dumps((fn, args, kwargs)))
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=nprocs, run_id=uuid.uuid4().hex,
+        rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0",  # port 0: the OS picks a free one
+        max_restarts=0, monitor_interval=0.05, start_method=start_method,
+        logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "elastic")))
+    run = _Run(run_dir, nprocs, show_output)
+    agent_error = []
+
+    def agent():
+        try:
+            elastic_launch(config, _rank_main)(str(run_dir), backend, threads_per_rank)
+        except BaseException as e:  # reported below, from the caller's thread
+            agent_error.append(e)
+
+    thread = threading.Thread(target=agent, name="elastic-agent", daemon=True)
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    with _quiet_elastic_logs():
+        try:
+            thread.start()
+            while thread.is_alive():
+                run.show_new_output()
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    run.stop(dump_stacks=True)
+                    break
+                thread.join(0.05)
+        except KeyboardInterrupt:
+            run.stop()
+            raise
+        finally:
+            run.stop()
+            thread.join(30)
+            run.show_new_output(final=True)
+            run.close_progress()
+            failures = run.failures()
+            stuck = [r for r in range(nprocs) if not (run_dir / f"result.{r}").exists()]
+            stacks = {r: run.read(f"stack.{r}") for r in stuck}
+            results = [run.load(f"result.{r}") for r in range(nprocs) if r not in stuck]
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    if failures:
+        rank, tb = failures[0]
+        others = f" (ranks {[r for r, _ in failures[1:]]} failed too)" if len(failures) > 1 else ""
+        raise RankError(f"rank {rank} of {nprocs} raised{others}; the other ranks were stopped.\n\n{tb}")
+    if timed_out:
+        where = "\n".join(f"--- rank {r} ---\n{_innermost(stacks[r])}" for r in stuck)
+        raise LaunchTimeout(
+            f"ranks {stuck} of {nprocs} were still running after {timeout} s and were stopped. "
+            f"A collective (all_reduce, barrier, broadcast...) that not every rank calls waits "
+            f"forever. Where they were:\n{where}")
+    if agent_error and stuck:
+        raise RankError(f"ranks {stuck} of {nprocs} ended without a Python exception "
+                        f"(killed, or out of memory?):\n{agent_error[0]}") from None
+    return results
+
+
+class _Run:
+    """The files one launch shares with its ranks, read from the caller's side."""
+
+    def __init__(self, run_dir, nprocs, show_output):
+        self.dir, self.nprocs, self.show = run_dir, nprocs, show_output
+        self.offsets = [0] * nprocs
+        self.partial = [""] * nprocs
+        self.bar = None
+
+    def read(self, name):
+        path = self.dir / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def load(self, name):
+        return cloudpickle.loads((self.dir / name).read_bytes())
+
+    def pids(self):
+        return [int(t) for r in range(self.nprocs) if (t := self.read(f"pid.{r}").strip())]
+
+    def failures(self):
+        """(rank, traceback) of every rank that raised, the first to fail first."""
+        paths = [(p.stat().st_mtime_ns, r, p) for r in range(self.nprocs)
+                 if (p := self.dir / f"error.{r}").exists()]
+        return [(r, p.read_text(errors="replace")) for _, r, p in sorted(paths)]
+
+    def show_new_output(self, final=False):
+        for r in range(self.nprocs):
+            path = self.dir / f"out.{r}"
+            if not path.exists():
+                continue
+            with open(path, "rb") as f:
+                f.seek(self.offsets[r])
+                chunk = f.read()
+            self.offsets[r] += len(chunk)
+            lines = (self.partial[r] + chunk.decode(errors="replace")).split("\n")
+            self.partial[r] = "" if final else lines.pop()
+            if self.show:
+                for line in lines if not final else [l for l in lines if l]:
+                    print(f"[rank {r}] {line}", flush=True)
+        self.update_progress()
+
+    def update_progress(self):
+        text = self.read("progress").split()
+        if len(text) != 2:
+            return
+        done, total = int(text[0]), int(text[1])
+        if self.bar is None:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, desc="rank 0", file=sys.stdout, leave=True)
+        self.bar.update(done - self.bar.n)
+
+    def close_progress(self):
+        if self.bar is not None:
+            self.bar.close()
+
+    def stop(self, dump_stacks=False):
+        """Stop every rank still running (after asking each for its stack, if wanted)."""
+        alive = [p for p in self.pids() if _alive(p)]
+        if dump_stacks and alive:
+            for pid in alive:
+                _signal(pid, signal.SIGUSR1)
+            time.sleep(0.5)
+        for pid in alive:
+            _signal(pid, signal.SIGKILL)
+        for pid in alive:
+            _wait_gone(pid)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    with contextlib.suppress(OSError):  # a zombie is already gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _signal(pid, sig):
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_gone(pid, seconds=5):
+    end = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _innermost(stack):
+    """The frames of the rank's function from a faulthandler dump, innermost first."""
+    if not stack:
+        return "(no stack: the rank had not started its function)"
+    blocks = stack.split("\n\n")
+    main = next((b for b in blocks if "Current thread" in b), blocks[0])
+    frames = []
+    for line in main.splitlines():
+        if "grader/launch.py" in line:  # below this: the launcher and multiprocessing
+            break
+        if line.strip().startswith("File"):
+            frames.append(line)
+    return "\n".join(frames) or main
+
+
+@contextlib.contextmanager
+def _quiet_elastic_logs():
+    """Keep the elastic agent's log lines out of the cell (stderr costs nbgrader points)."""
+    loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
+               if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher"))]
+    saved = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, saved):
+            lg.disabled = was
+
+
+def _rank_main(run_dir, backend, threads):
+    """Entry point of every rank: set up output, run the function, leave its result."""
+    run_dir = Path(run_dir)
+    rank = int(os.environ["RANK"])
+    (run_dir / f"pid.{rank}").write_text(str(os.getpid()))
+    # fd level, so output from C++ (gloo, NCCL) is captured too
+    out = os.open(run_dir / f"out.{rank}", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
+    stack_file = open(run_dir / f"stack.{rank}", "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    os.environ[RUN_DIR] = str(run_dir)
+    os.environ[BACKEND] = backend
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    else:
+        torch.set_num_threads(threads)
+    try:
+        fn, args, kwargs = cloudpickle.loads((run_dir / "payload.pkl").read_bytes())
+        blob = cloudpickle.dumps(fn(*args, **kwargs))
+    except BaseException as e:
+        tb = e.__traceback__.tb_next or e.__traceback__  # start at the user's function
+        (run_dir / f"error.{rank}").write_text("".join(traceback.format_exception(type(e), e, tb)))
+        sys.stdout.flush()
+        os._exit(1)  # the agent sees the failure and stops the other ranks at once
+    tmp = run_dir / f"result.{rank}.tmp"
+    tmp.write_bytes(blob)
+    tmp.rename(run_dir / f"result.{rank}")
+    # Stay in the group until every rank is done, as a real job would: a rank still
+    # waiting in a collective then hangs (and times out) instead of seeing its peer leave.
+    world = int(os.environ["WORLD_SIZE"])
+    while len(list(run_dir.glob("result.*[0-9]"))) < world:
+        time.sleep(0.01)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def init_distributed(backend=None):
+    """Join the process group described by the environment; return (rank, world_size, device).
+
+    Works the same on ranks started by :func:`launch` and by ``torchrun``: both set
+    RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Calling it twice is harmless.
+
+    >>> def rank_and_size():
+    ...     rank, world, device = init_distributed()
+    ...     return rank, world, device.type
+    >>> launch(rank_and_size, nprocs=2, backend="gloo", show_output=False)
+    [(0, 2, 'cpu'), (1, 2, 'cpu')]
+    """
+    backend = backend or os.environ.get(BACKEND) or (
+        "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "gloo")
+    if not dist.is_initialized():
+        dist.init_process_group(backend)
+    if backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def progress(iterable, total=None):
+    """Iterate, and let rank 0 drive a progress bar in the launching cell.
+
+    Under ``torchrun`` (or outside a launch) it simply yields the items.
+
+    >>> list(progress(range(3)))
+    [0, 1, 2]
+    """
+    run_dir = os.environ.get(RUN_DIR)
+    if total is None:
+        total = len(iterable) if hasattr(iterable, "__len__") else 0
+    report = bool(run_dir) and os.environ.get("RANK") == "0" and total
+    for i, item in enumerate(iterable):
+        yield item
+        if report:
+            Path(run_dir, "progress").write_text(f"{i + 1} {total}")
+
+
+SCRIPT_HEADER = '''"""Written from a notebook by grader.launch.write_script. Runs unchanged under torchrun:
+
+    torchrun --nproc-per-node=2 {name}
+    torchrun --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT {name}
+"""
+'''
+
+
+def write_script(path, main, *helpers, imports=None):
+    """Write ``main`` (and the helpers it uses) as a script that ``torchrun`` can run.
+
+    The sources come from the notebook cells that defined them; ``imports`` is the
+    import block the script starts with. The script calls ``main()`` once per rank.
+
+    >>> import tempfile, pathlib
+    >>> def main():
+    ...     return init_distributed()
+    >>> p = write_script(pathlib.Path(tempfile.mkdtemp()) / "train.py", main)
+    >>> "torchrun" in p.read_text() and "def main():" in p.read_text()
+    True
+    """
+    path = Path(path)
+    imports = imports or ("import os\n\nimport torch\nimport torch.distributed as dist\n"
+                          "from torch import nn\n\nfrom grader.launch import init_distributed, progress\n")
+    parts = [SCRIPT_HEADER.format(name=path.name), imports.rstrip() + "\n"]
+    parts += [textwrap.dedent(inspect.getsource(obj)).rstrip() + "\n" for obj in (*helpers, main)]
+    parts.append(f'if __name__ == "__main__":\n    {main.__name__}()\n')
+    path.write_text("\n\n".join(parts))
+    return path
