@@ -21,8 +21,8 @@ class GPU:
 def gpus():
     """The visible CUDA GPUs, in index order.
 
-    >>> [g.name for g in gpus()]      # doctest: +SKIP
-    ['NVIDIA H100 80GB HBM3']
+    >>> all(g.memory_gib > 0 for g in gpus())   # e.g. [GPU(0, 'NVIDIA H100 80GB HBM3', 79.1)]
+    True
     """
     if not torch.cuda.is_available():
         return []
@@ -89,8 +89,8 @@ def parallel_ranks():
 def describe():
     """One line saying what a measurement ran on.
 
-    >>> describe()                    # doctest: +SKIP
-    'CPU only (2 cores, x86_64), torch 2.13.0'
+    >>> "torch" in describe()   # e.g. 'CPU only (2 cores, x86_64), torch 2.13.0+cpu'
+    True
     """
     cores = cpu_cores()
     listed = gpus()

@@ -114,3 +114,53 @@ def efficiency(t1, tn, n):
 
 def _seconds(t):
     return t.median if isinstance(t, Timing) else float(t)
+
+
+def _ddp_step_time(per_rank_batch, steps, warmup):
+    """On each rank: mean seconds of one DDP training step (with one process: no DDP)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .launch import init_distributed
+    from .models import mlp, synthetic_batch
+
+    rank, world, device = init_distributed()
+    model = mlp().to(device)
+    if world > 1:
+        model = DDP(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank_batch, seed=rank)
+    x, y = x.to(device), y.to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    dist.barrier()  # start together; DDP's all-reduce keeps the ranks in step after that
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    dist.barrier()
+    return (time.perf_counter() - t0) / steps
+
+
+def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
+    """Measured speedup of DDP on ``ranks`` CPU ranks over one process, same global batch.
+
+    Each rank, and the single process, gets one thread, so the figure says how well
+    the work spreads over ranks (not over threads). Runs in fresh processes through
+    :func:`grader.launch.launch`, so nothing in the calling kernel can change it.
+
+    >>> ddp_speedup(64, ranks=2, steps=1, warmup=1) > 0
+    True
+    """
+    from .launch import launch
+
+    ranks = ranks or hardware.parallel_ranks()
+    common = dict(backend="gloo", threads_per_rank=1, show_output=False)
+    t1 = launch(_ddp_step_time, per_rank_batch * ranks, steps, warmup, nprocs=1, **common)[0]
+    tn = max(launch(_ddp_step_time, per_rank_batch, steps, warmup, nprocs=ranks, **common))
+    return t1 / tn

@@ -1,0 +1,276 @@
+"""The notebook launcher: results, output, failures, hangs, interrupts, clean-up, torchrun."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import nbformat
+import pytest
+import torch
+import torch.distributed as dist
+from nbclient import NotebookClient
+
+from grader import hardware
+from grader.launch import LaunchTimeout, RankError, init_distributed, launch, progress, write_script
+from grader.models import mlp, synthetic_batch
+
+from conftest import REPO
+
+
+def children():
+    """Live processes whose parent is this one (multiprocessing's own helper left out)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            cmd = open(f"/proc/{entry}/cmdline").read()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and "resource_tracker" not in cmd:
+            found.add(int(entry))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_the_call():
+    before = children()
+    yield
+    deadline = time.monotonic() + 5
+    while children() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children() - before == set(), "a worker process outlived its launch"
+
+
+def rank_info():
+    return {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+
+
+def test_results_come_back_by_rank_with_torchrun_environment():
+    infos = launch(rank_info, nprocs=2, show_output=False)
+    assert [i["RANK"] for i in infos] == ["0", "1"]
+    assert all(i["WORLD_SIZE"] == "2" and i["MASTER_ADDR"] for i in infos)
+    assert infos[0]["MASTER_PORT"] == infos[1]["MASTER_PORT"] != ""
+
+
+def test_collectives_work_and_threads_are_shared_out():
+    def reduce_and_count():
+        rank, world, _ = init_distributed()
+        t = torch.tensor([rank + 1.0])
+        dist.all_reduce(t)
+        return t.item(), torch.get_num_threads()
+
+    out = launch(reduce_and_count, nprocs=2, backend="gloo")
+    assert [s for s, _ in out] == [3.0, 3.0]
+    assert [n for _, n in out] == [max(1, hardware.cpu_cores() // 2)] * 2
+    assert launch(reduce_and_count, nprocs=2, threads_per_rank=1, show_output=False)[0][1] == 1
+
+
+def test_closures_and_local_classes_travel_by_value():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    offset = 10
+    results = launch(lambda: Box(offset + int(os.environ["RANK"])), nprocs=2, show_output=False)
+    assert [b.v for b in results] == [10, 11]
+
+
+def test_output_is_live_and_prefixed_by_rank(capfd):
+    def talk():
+        print(f"hello from {os.environ['RANK']}")
+        os.write(2, b"raw stderr line\n")  # C-level output is captured as well
+
+    launch(talk, nprocs=2)
+    out, err = capfd.readouterr()
+    assert "[rank 0] hello from 0" in out and "[rank 1] hello from 1" in out
+    assert "[rank 1] raw stderr line" in out
+    assert err == ""  # nothing reaches the caller's stderr
+
+
+def test_progress_bar_follows_rank_zero(capfd):
+    def loop():
+        return sum(progress(range(4)))
+
+    assert launch(loop, nprocs=2, show_output=False) == [6, 6]
+    assert "4/4" in capfd.readouterr().out
+
+
+def test_a_rank_that_raises_stops_everyone_fast():
+    def fail_on_one():
+        rank, _, _ = init_distributed()
+        if rank == 1:
+            raise ValueError("bad shard on rank one")
+        time.sleep(60)  # would run for a minute if not stopped
+
+    start = time.monotonic()
+    with pytest.raises(RankError) as e:
+        launch(fail_on_one, nprocs=2, timeout=120)
+    assert time.monotonic() - start < 10
+    msg = str(e.value)
+    assert msg.startswith("rank 1 of 2 raised")
+    assert "ValueError: bad shard on rank one" in msg and "in fail_on_one" in msg
+
+
+def test_a_hang_ends_at_the_timeout_naming_the_stuck_rank():
+    def only_rank_zero_reduces():
+        rank, _, _ = init_distributed()
+        if rank == 0:
+            dist.all_reduce(torch.ones(1))  # rank 1 never joins
+        return rank
+
+    start = time.monotonic()
+    with pytest.raises(LaunchTimeout) as e:
+        launch(only_rank_zero_reduces, nprocs=2, timeout=3)
+    assert time.monotonic() - start < 15
+    msg = str(e.value)
+    assert "ranks [0] of 2 were still running after 3 s" in msg
+    assert "all_reduce" in msg and "only_rank_zero_reduces" in msg
+
+
+def test_nccl_without_enough_gpus_is_refused():
+    if hardware.gpu_count() >= 2:
+        pytest.skip("this machine has the GPUs for nccl")
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        launch(rank_info, nprocs=2, backend="nccl")
+
+
+SLEEPER = textwrap.dedent("""
+    import os, sys, time
+    from grader.launch import launch
+
+    def sleeper(folder):
+        open(os.path.join(folder, os.environ["RANK"]), "w").write(str(os.getpid()))
+        time.sleep(60)
+
+    if __name__ == "__main__":
+        try:
+            launch(sleeper, sys.argv[1], nprocs=2, timeout=120)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(3)
+""")
+
+
+def test_interrupt_stops_every_rank(tmp_path):
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / r).exists() and (tmp_path / r).read_text() for r in "01"):
+        assert time.monotonic() < deadline and proc.poll() is None, "ranks did not start"
+        time.sleep(0.05)
+    pids = [int((tmp_path / r).read_text()) for r in "01"]
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 3 and "interrupted" in out
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3]
+
+
+CONCURRENT = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    from grader.launch import launch, init_distributed
+
+    def total():
+        rank, _, _ = init_distributed()
+        t = torch.tensor([float(rank)])
+        dist.all_reduce(t)
+        return t.item()
+
+    if __name__ == "__main__":
+        for _ in range(3):
+            assert launch(total, nprocs=2, show_output=False) == [1.0, 1.0]
+        print("ok")
+""")
+
+
+def test_concurrent_launches_on_one_machine_do_not_collide(tmp_path):
+    script = tmp_path / "many_students.py"
+    script.write_text(CONCURRENT)
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 and "ok" in out for p, out in zip(procs, outs)), outs
+
+
+def test_notebook_functions_and_classes_with_fork_and_spawn(tmp_path):
+    """In a real kernel, where __main__ is the notebook: both start methods (spawn is
+    what the launcher uses once CUDA is initialised in the kernel)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in [
+        "import os\nfrom grader.launch import launch",
+        "class Scaled:\n    def __init__(self, k):\n        self.k = k\n"
+        "    def __call__(self):\n        return self.k * (int(os.environ['RANK']) + 1)",
+        "def make(k):\n    helper = Scaled(k)\n    return lambda: helper()",
+        "assert launch(make(5), nprocs=2) == [5, 10]",
+        "assert launch(make(7), nprocs=2, start_method='spawn') == [7, 14]",
+    ]]
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    for cell in nb.cells:
+        for out in cell.outputs:
+            assert out.output_type != "error", out
+            assert not (out.output_type == "stream" and out.name == "stderr"), out.text
+
+
+# The training function below is written out as a script and run by torchrun.
+def ddp_train():
+    import json
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(8 * world, in_features=16)
+    shard = slice(rank * 8, (rank + 1) * 8)  # disjoint shards of one global batch
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[shard]), y[shard]).backward()
+        opt.step()
+    if rank == 0:
+        flat = torch.cat([p.detach().flatten() for p in model.module.parameters()])
+        with open(os.environ["RESULT_FILE"], "w") as f:
+            json.dump(flat.tolist(), f)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_written_script_runs_under_two_torchrun_agents(tmp_path):
+    import json
+
+    script = write_script(tmp_path / "train.py", ddp_train, imports=(
+        "import os\n\nimport torch\nimport torch.distributed as dist\n\n"
+        "from grader.launch import init_distributed\nfrom grader.models import mlp, synthetic_batch\n"))
+    port = free_port()
+    env = dict(os.environ, RESULT_FILE=str(tmp_path / "params.json"), OMP_NUM_THREADS="1")
+    agents = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=course-test",
+         str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)]
+    outs = [a.communicate(timeout=120)[0] for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outs
+
+    # One process on the full global batch must land on the same parameters.
+    model = mlp(in_features=16, hidden=32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(16, in_features=16)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    single = torch.cat([p.detach().flatten() for p in model.parameters()])
+    ddp = torch.tensor(json.loads((tmp_path / "params.json").read_text()))
+    torch.testing.assert_close(ddp, single, atol=1e-5, rtol=1e-5)
