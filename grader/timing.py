@@ -164,3 +164,19 @@ def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
     t1 = launch(_ddp_step_time, per_rank_batch * ranks, steps, warmup, nprocs=1, **common)[0]
     tn = max(launch(_ddp_step_time, per_rank_batch, steps, warmup, nprocs=ranks, **common))
     return t1 / tn
+
+
+def expected_ddp_speedup(ranks):
+    """The DDP speedup a graded challenge asks for on ``ranks`` parallel ranks.
+
+    Derived from the hardware at hand (the rank count) and a fraction kept in
+    ``grader/content/thresholds.json``, never a figure tuned on one machine.
+
+    >>> expected_ddp_speedup(2)
+    1.5
+    """
+    import json
+    from pathlib import Path
+
+    rule = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
+    return rule["fraction_of_ranks"] * ranks

@@ -15,6 +15,9 @@ WRONG = {
     "00_foundations": ("c2_to_device", "def to_device(batch, device):\n    return batch\n", 3),
     "01_data_parallel": ("c2_chunk_sizes",
                          "def dp_chunk_sizes(batch, n_devices):\n    return [batch // n_devices] * n_devices\n", 3),
+    "02_ddp": ("c3_average",
+               "def average_gradients(model):\n    for p in model.parameters():\n"
+               "        dist.all_reduce(p.grad)\n", 3),
 }
 
 
