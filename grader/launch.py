@@ -69,7 +69,11 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     >>> launch(hello, "hi", nprocs=2, show_output=False)
     ['hi from rank 0', 'hi from rank 1']
     """
-    nprocs = nprocs or hardware.parallel_ranks()
+    if not callable(fn):
+        raise TypeError(f"launch needs a function to run on each rank, got {type(fn).__name__}")
+    nprocs = hardware.parallel_ranks() if nprocs is None else nprocs
+    if nprocs < 1 or timeout <= 0:
+        raise ValueError(f"nprocs must be at least 1 and timeout positive, got {nprocs} and {timeout}")
     backend = backend or hardware.backend()
     if backend == "nccl" and nprocs > hardware.gpu_count():
         raise ValueError(f"nccl needs one GPU per rank: {nprocs} ranks, {hardware.gpu_count()} GPUs")
@@ -78,8 +82,12 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     if start_method is None:
         start_method = "spawn" if torch.cuda.is_initialized() or not hasattr(os, "fork") else "fork"
 
+    try:
+        payload = cloudpickle.dumps((fn, args, kwargs))
+    except Exception as e:
+        raise TypeError(f"{getattr(fn, '__name__', fn)!s} or its arguments cannot be sent to the ranks: {e}") from e
     run_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
-    (run_dir / "payload.pkl").write_bytes(cloudpickle.dumps((fn, args, kwargs)))
+    (run_dir / "payload.pkl").write_bytes(payload)
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nprocs, run_id=uuid.uuid4().hex,
         rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0",  # port 0: the OS picks a free one
@@ -87,12 +95,16 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "elastic")))
     run = _Run(run_dir, nprocs, show_output)
     agent_error = []
+    # An Event, not Thread.is_alive(): an interrupted join() can mark a live thread stopped.
+    agent_done = threading.Event()
 
     def agent():
         try:
             elastic_launch(config, _rank_main)(str(run_dir), backend, threads_per_rank)
         except BaseException as e:  # reported below, from the caller's thread
             agent_error.append(e)
+        finally:
+            agent_done.set()
 
     thread = threading.Thread(target=agent, name="elastic-agent", daemon=True)
     deadline = time.monotonic() + timeout
@@ -100,19 +112,19 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     with _quiet_elastic_logs():
         try:
             thread.start()
-            while thread.is_alive():
+            while not agent_done.wait(0.05):
                 run.show_new_output()
                 if time.monotonic() > deadline:
                     timed_out = True
                     run.stop(dump_stacks=True)
                     break
-                thread.join(0.05)
-        except KeyboardInterrupt:
-            run.stop()
-            raise
         finally:
-            run.stop()
-            thread.join(30)
+            # Until the agent is gone, stop any rank still running, including ranks that
+            # were still starting when the run was interrupted.
+            end = time.monotonic() + 30
+            while not agent_done.is_set() and time.monotonic() < end:
+                run.stop()
+                agent_done.wait(0.1)
             run.show_new_output(final=True)
             run.close_progress()
             failures = run.failures()
@@ -271,10 +283,9 @@ def _rank_main(run_dir, backend, threads):
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     os.environ[RUN_DIR] = str(run_dir)
     os.environ[BACKEND] = backend
+    torch.set_num_threads(threads)  # CPU work (data, the CPU backend) shares the cores out
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    else:
-        torch.set_num_threads(threads)
     try:
         fn, args, kwargs = cloudpickle.loads((run_dir / "payload.pkl").read_bytes())
         blob = cloudpickle.dumps(fn(*args, **kwargs))

@@ -24,16 +24,22 @@ def bar_timings(timings, title="", unit="ms"):
     return fig
 
 
-def scaling(workers, times, title=""):
-    """Measured speedup (relative to the first entry, one worker) next to the ideal line.
+def speedup_curve(xs, speedups, xlabel, ideal, title="", logx=False):
+    """Measured speedups against ``xs`` (ranks, batch sizes...) under the ``ideal`` line.
 
-    >>> fig = scaling([1, 2], [1.0, 0.6])
+    ``ideal`` is a number (the rank count: perfect scaling) or a list, one per x.
+
+    >>> fig = speedup_curve([64, 512, 2048], [0.8, 1.5, 1.8], "per-rank batch", ideal=2)
     """
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    ax.plot(workers, workers, "--", color="grey", label="ideal")
-    ax.plot(workers, [times[0] / t for t in times], "o-", label="measured")
-    ax.set_xlabel("workers")
+    ideal = [ideal] * len(xs) if isinstance(ideal, (int, float)) else ideal
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(xs, ideal, "--", color="grey", label="ideal")
+    ax.plot(xs, speedups, "o-", label="measured")
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("speedup")
+    ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()

@@ -117,7 +117,7 @@ def _seconds(t):
 
 
 def _ddp_step_time(per_rank_batch, steps, warmup):
-    """On each rank: mean seconds of one DDP training step (with one process: no DDP)."""
+    """On each rank: median seconds of one DDP training step (with one process: no DDP)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -142,12 +142,13 @@ def _ddp_step_time(per_rank_batch, steps, warmup):
 
     for _ in range(warmup):
         step()
-    dist.barrier()  # start together; DDP's all-reduce keeps the ranks in step after that
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
     dist.barrier()
-    return (time.perf_counter() - t0) / steps
+    times = []
+    for _ in range(steps):  # no barrier needed: DDP's all-reduce ends each step in step
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):

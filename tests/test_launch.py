@@ -126,11 +126,34 @@ def test_a_hang_ends_at_the_timeout_naming_the_stuck_rank():
 
     start = time.monotonic()
     with pytest.raises(LaunchTimeout) as e:
-        launch(only_rank_zero_reduces, nprocs=2, timeout=3)
+        launch(only_rank_zero_reduces, nprocs=2, backend="gloo", timeout=3)
     assert time.monotonic() - start < 15
     msg = str(e.value)
     assert "ranks [0] of 2 were still running after 3 s" in msg
     assert "all_reduce" in msg and "only_rank_zero_reduces" in msg
+
+
+def test_workers_are_spawned_once_cuda_is_initialised(monkeypatch):
+    """The GPU-only path, checked on any machine: a forked rank inherits this process's
+    modules as they are, a spawned one imports them afresh."""
+    def inherited():
+        return hasattr(torch, "_course_parent_mark")
+
+    monkeypatch.setattr(torch, "_course_parent_mark", True, raising=False)
+    assert launch(inherited, nprocs=2, show_output=False) == [True, True]  # forked
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert launch(inherited, nprocs=2, show_output=False) == [False, False]  # spawned
+
+
+def test_bad_arguments_are_refused_before_any_rank_starts():
+    import threading
+
+    with pytest.raises(TypeError, match="needs a function"):
+        launch("train", nprocs=2)
+    with pytest.raises(ValueError, match="nprocs must be at least 1"):
+        launch(rank_info, nprocs=0)
+    with pytest.raises(TypeError, match="cannot be sent to the ranks"):
+        launch(rank_info, threading.Lock(), nprocs=2)
 
 
 def test_nccl_without_enough_gpus_is_refused():
@@ -185,7 +208,7 @@ CONCURRENT = textwrap.dedent("""
 
     if __name__ == "__main__":
         for _ in range(3):
-            assert launch(total, nprocs=2, show_output=False) == [1.0, 1.0]
+            assert launch(total, nprocs=2, backend="gloo", show_output=False) == [1.0, 1.0]
         print("ok")
 """)
 
