@@ -39,10 +39,10 @@ browser:
 	else echo "no /usr/bin/chromium: browser tests will be skipped (install chromium to run them)"; fi
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=.
+	$(PY) -m jupyterlab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 release: setup
-	for dir in source/*/; do $(VENV)/bin/nbgrader generate_assignment "$$(basename $$dir)" --force; done
+	for dir in source/*/; do $(PY) -m nbgrader generate_assignment "$$(basename $$dir)" --force; done
