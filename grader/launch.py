@@ -125,13 +125,15 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
             while not agent_done.is_set() and time.monotonic() < end:
                 run.stop()
                 agent_done.wait(0.1)
-            run.show_new_output(final=True)
-            run.close_progress()
-            failures = run.failures()
-            stuck = [r for r in range(nprocs) if not (run_dir / f"result.{r}").exists()]
-            stacks = {r: run.read(f"stack.{r}") for r in stuck}
-            results = [run.load(f"result.{r}") for r in range(nprocs) if r not in stuck]
-            shutil.rmtree(run_dir, ignore_errors=True)
+            try:
+                run.show_new_output(final=True)
+                run.close_progress()
+                failures = run.failures()
+                stuck = [r for r in range(nprocs) if not (run_dir / f"result.{r}").exists()]
+                stacks = {r: run.read(f"stack.{r}") for r in stuck}
+                results = [run.load(f"result.{r}") for r in range(nprocs) if r not in stuck]
+            finally:
+                shutil.rmtree(run_dir, ignore_errors=True)
 
     if failures:
         rank, tb = failures[0]
@@ -141,11 +143,12 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         where = "\n".join(f"--- rank {r} ---\n{_innermost(stacks[r])}" for r in stuck)
         raise LaunchTimeout(
             f"ranks {stuck} of {nprocs} were still running after {timeout} s and were stopped. "
-            f"A collective (all_reduce, barrier, broadcast...) that not every rank calls waits "
-            f"forever. Where they were:\n{where}")
-    if agent_error and stuck:
-        raise RankError(f"ranks {stuck} of {nprocs} ended without a Python exception "
-                        f"(killed, or out of memory?):\n{agent_error[0]}") from None
+            f"The usual cause: a collective (all_reduce, barrier, broadcast...) that not every "
+            f"rank calls waits forever. Where they were:\n{where}")
+    if stuck:
+        cause = f":\n{agent_error[0]}" if agent_error else ""
+        raise RankError(f"ranks {stuck} of {nprocs} did not finish and raised no Python exception "
+                        f"(killed, out of memory, or the launcher failed){cause}") from None
     return results
 
 
@@ -194,7 +197,7 @@ class _Run:
         text = self.read("progress").split()
         if len(text) != 2:
             return
-        done, total = int(text[0]), int(text[1])
+        done, total = map(int, text)
         if self.bar is None:
             from tqdm.auto import tqdm
             self.bar = tqdm(total=total, desc="rank 0", file=sys.stdout, leave=True)
@@ -344,8 +347,10 @@ def progress(iterable, total=None):
     report = bool(run_dir) and os.environ.get("RANK") == "0" and total
     for i, item in enumerate(iterable):
         yield item
-        if report:
-            Path(run_dir, "progress").write_text(f"{i + 1} {total}")
+        if report:  # write then rename, so the launching side never reads half a line
+            tmp = Path(run_dir, "progress.tmp")
+            tmp.write_text(f"{i + 1} {total}")
+            tmp.rename(tmp.with_suffix(""))
 
 
 SCRIPT_HEADER = '''"""Written from a notebook by grader.launch.write_script. Runs unchanged under torchrun:

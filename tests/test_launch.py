@@ -117,6 +117,18 @@ def test_a_rank_that_raises_stops_everyone_fast():
     assert "ValueError: bad shard on rank one" in msg and "in fail_on_one" in msg
 
 
+def test_a_rank_that_dies_without_an_exception_is_reported():
+    def die_on_one():
+        if os.environ["RANK"] == "1":
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+        return "fine"
+
+    start = time.monotonic()
+    with pytest.raises(RankError, match=r"ranks \[1\] of 2 did not finish and raised no Python exception"):
+        launch(die_on_one, nprocs=2, timeout=60)
+    assert time.monotonic() - start < 10
+
+
 def test_a_hang_ends_at_the_timeout_naming_the_stuck_rank():
     def only_rank_zero_reduces():
         rank, _, _ = init_distributed()
