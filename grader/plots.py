@@ -12,7 +12,7 @@ def bar_timings(timings, title="", unit="ms"):
     >>> fig = bar_timings([measure(lambda: None, repeats=3, label="noop")])
     """
     scale = {"s": 1, "ms": 1e3, "us": 1e6}[unit]
-    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * len(timings)))
+    fig, ax = plt.subplots(figsize=(6, 1.4 + 0.5 * len(timings)))
     labels = [t.label or f"#{i}" for i, t in enumerate(timings)]
     ax.barh(labels, [t.median * scale for t in timings],
             xerr=[t.spread * scale for t in timings], color="#4c72b0")

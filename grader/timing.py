@@ -6,13 +6,19 @@ queued, so a stopwatch around it measures the queueing, not the work. On a GPU,
 there is nothing to wait for and a plain clock is already right.
 """
 
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from . import hardware
+from .launch import init_distributed, launch
+from .models import mlp, synthetic_batch
 
 
 @dataclass
@@ -118,12 +124,6 @@ def _seconds(t):
 
 def _ddp_step_time(per_rank_batch, steps, warmup):
     """On each rank: median seconds of one DDP training step (with one process: no DDP)."""
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from .launch import init_distributed
-    from .models import mlp, synthetic_batch
-
     rank, world, device = init_distributed()
     model = mlp().to(device)
     if world > 1:
@@ -161,9 +161,7 @@ def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
     >>> ddp_speedup(64, ranks=2, steps=1, warmup=1) > 0
     True
     """
-    from .launch import launch
-
-    ranks = ranks or hardware.parallel_ranks()
+    ranks = ranks or hardware.cpu_cores()
     common = dict(backend="gloo", threads_per_rank=1, show_output=False)
     t1 = launch(_ddp_step_time, per_rank_batch * ranks, steps, warmup, nprocs=1, **common)[0]
     tn = max(launch(_ddp_step_time, per_rank_batch, steps, warmup, nprocs=ranks, **common))
@@ -179,8 +177,5 @@ def expected_ddp_speedup(ranks):
     >>> expected_ddp_speedup(2)
     1.5
     """
-    import json
-    from pathlib import Path
-
     rule = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
     return rule["fraction_of_ranks"] * ranks
