@@ -26,8 +26,7 @@ def graded_cells(nb, kind):
 
 def nbgrader(*args, cwd, check=True, timeout=900):
     """Run the real nbgrader command line in a course directory."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,7 +39,7 @@ def lab(tmp_path_factory):
     shutil.copytree(REPO / "release", root / "release")
     port, token = free_port(), "course-test-token"
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"), PYTHONWARNINGS="ignore")
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
     log = open(root / "lab.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
@@ -113,5 +114,4 @@ def test_student_flips_a_card_and_answers_a_question(lab):
 
 def plain(html):
     """The text a browser shows for a snippet of card HTML."""
-    import re
     return re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">")[:60]

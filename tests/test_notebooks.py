@@ -1,7 +1,7 @@
 """Every notebook runs top to bottom on this machine, and release copies stay clean."""
 
 import re
-from pathlib import Path
+from datetime import datetime
 
 import nbformat
 import pytest
@@ -26,8 +26,7 @@ def seconds(cell):
     start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
     if not (start and end):
         return 0.0
-    from datetime import datetime
-    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+    parse = lambda stamp: datetime.fromisoformat(stamp.replace("Z", "+00:00"))  # 3.10 wants +00:00
     return (parse(end) - parse(start)).total_seconds()
 
 
