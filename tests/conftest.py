@@ -1,6 +1,6 @@
 import json
-import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +22,13 @@ def read_nb(path):
 def graded_cells(nb, kind):
     """Cells nbgrader marks as ``kind`` ("solution" or "grade")."""
     return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get(kind)]
+
+
+def free_port():
+    """A port on localhost that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def nbgrader(*args, cwd, check=True, timeout=900):

@@ -4,16 +4,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,12 +20,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 LESSON = "01_data_parallel"
 ARTIFACTS = REPO / "tests" / "artifacts"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

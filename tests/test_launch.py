@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ from grader import hardware
 from grader.launch import LaunchTimeout, RankError, init_distributed, launch, progress, write_script
 from grader.models import mlp, synthetic_batch
 
-from conftest import REPO
+from conftest import free_port
 
 
 def children():
@@ -274,12 +273,6 @@ def ddp_train():
         with open(os.environ["RESULT_FILE"], "w") as f:
             json.dump(flat.tolist(), f)
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_written_script_runs_under_two_torchrun_agents(tmp_path):
