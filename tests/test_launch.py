@@ -92,6 +92,30 @@ def test_output_is_live_and_prefixed_by_rank(capfd):
     assert err == ""  # nothing reaches the caller's stderr
 
 
+def test_output_appears_while_the_ranks_still_run(monkeypatch):
+    class Clocked:
+        """A stdout that notes when each line arrives."""
+        def __init__(self):
+            self.lines = []
+
+        def write(self, text):
+            self.lines += [(time.monotonic(), line) for line in text.splitlines() if line]
+
+        def flush(self):
+            pass
+
+    def early_then_slow():
+        print("early", flush=True)
+        time.sleep(2)
+
+    out = Clocked()
+    monkeypatch.setattr(sys, "stdout", out)
+    launch(early_then_slow, nprocs=2)
+    returned = time.monotonic()
+    shown = [t for t, line in out.lines if line.endswith("early")]
+    assert len(shown) == 2 and all(returned - t > 1 for t in shown), out.lines
+
+
 def test_progress_bar_follows_rank_zero(capfd):
     def loop():
         return sum(progress(range(4)))
