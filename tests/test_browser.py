@@ -61,6 +61,7 @@ def test_student_flips_a_card_and_answers_a_question(lab):
     from playwright.sync_api import expect, sync_playwright
 
     url, token = lab
+    expect.set_options(timeout=90_000)  # the lesson runs its measurements before the widgets
     deck = json.loads((REPO / "grader/content/cards/data_parallel.json").read_text())["cards"]
     question = json.loads((REPO / "grader/content/quiz/data_parallel.json").read_text())["questions"][0]
     ARTIFACTS.mkdir(exist_ok=True)
