@@ -1,5 +1,6 @@
 """The notebook launcher: results, output, failures, hangs, interrupts, clean-up, torchrun."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -307,13 +308,23 @@ def test_written_script_runs_under_two_torchrun_agents(tmp_path):
         "from grader.launch import init_distributed\nfrom grader.models import mlp, synthetic_batch\n"))
     port = free_port()
     env = dict(os.environ, RESULT_FILE=str(tmp_path / "params.json"), OMP_NUM_THREADS="1")
+    # Both "machines" are this one, so say which agent hosts the rendezvous store, as the
+    # first node of a real cluster would; left to guess, both may try to host it.
+    logs = [tmp_path / f"node{node}.log" for node in range(2)]
     agents = [subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
          "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=course-test",
-         str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)]
-    outs = [a.communicate(timeout=120)[0] for a in agents]
-    assert [a.returncode for a in agents] == [0, 0], outs
+         f"--rdzv-conf=is_host={int(node == 0)}", str(script)],
+        env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,  # a full pipe could stall an agent
+        start_new_session=True)
+        for node, log in enumerate(logs)]
+    try:
+        codes = [a.wait(timeout=120) for a in agents]
+    finally:
+        for a in agents:  # an agent and its workers, whatever happened
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(a.pid, signal.SIGKILL)
+    assert codes == [0, 0], "\n\n".join(log.read_text() for log in logs)
 
     # One process on the full global batch must land on the same parameters.
     model = mlp(in_features=16, hidden=32)
