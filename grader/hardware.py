@@ -6,6 +6,7 @@ figure is never read without the hardware it came from.
 
 import os
 import platform
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -96,9 +97,6 @@ def describe():
     listed = gpus()
     if not listed:
         return f"CPU only ({cores} cores, {platform.machine()}), torch {torch.__version__}"
-    names = {}
-    for g in listed:
-        names.setdefault((g.name, g.memory_gib), 0)
-        names[(g.name, g.memory_gib)] += 1
+    names = Counter((g.name, g.memory_gib) for g in listed)
     parts = ", ".join(f"{n}x {name} ({mem:g} GiB)" for (name, mem), n in names.items())
     return f"{parts}, {cores} CPU cores, torch {torch.__version__}"

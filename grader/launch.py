@@ -64,7 +64,6 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     spawned when it is (forking after CUDA initialisation is not safe).
 
     >>> def hello(greeting):
-    ...     import torch.distributed as dist
     ...     return f"{greeting} from rank {os.environ['RANK']}"
     >>> launch(hello, "hi", nprocs=2, show_output=False)
     ['hi from rank 0', 'hi from rank 1']
@@ -321,8 +320,7 @@ def init_distributed(backend=None):
     >>> launch(rank_and_size, nprocs=2, backend="gloo", show_output=False)
     [(0, 2, 'cpu'), (1, 2, 'cpu')]
     """
-    backend = backend or os.environ.get(BACKEND) or (
-        "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "gloo")
+    backend = backend or os.environ.get(BACKEND) or hardware.backend()
     if not dist.is_initialized():
         dist.init_process_group(backend)
     if backend == "nccl":
