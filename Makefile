@@ -2,25 +2,32 @@
 #
 #   make lab       set up, then open the course in JupyterLab
 #   make test      set up, then run the whole test suite
+#   make quick     set up, then run the fast tests only (no notebooks, nbgrader or browser)
 #   make release   regenerate release/ from source/ with nbgrader
 #
 # Set-up makes a virtual environment in .venv. It reuses an installed torch (a GPU
 # hub's) when there is one; otherwise it installs $(TORCH_SPEC) (torch==2.13.0, a CPU
 # build on the course machines) before anything else, so pip never pulls CUDA wheels
 # on a machine without a GPU. Elsewhere, point TORCH_INDEX_URL at a CPU wheel index.
+#
+# Every recipe runs as an activated environment would: .venv/bin comes first on PATH,
+# so commands that tools run by name (nbgrader runs `alembic`) are the environment's own.
 
 VENV ?= .venv
+PYTHON ?= python3
 SYSTEM_SITE ?= 1
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup lab test release browser
+.PHONY: setup lab test quick release browser
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || python3 -m venv $(if $(filter 1,$(SYSTEM_SITE)),--system-site-packages) $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(SYSTEM_SITE)),--system-site-packages) $(VENV)
 	@if $(PY) -c "import torch" 2>/dev/null; then \
 		echo "using installed torch $$($(PY) -c 'import torch; print(torch.__version__)')"; \
 	elif command -v nvidia-smi >/dev/null 2>&1; then \
@@ -44,5 +51,8 @@ lab: setup
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+quick: setup
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
 release: setup
-	for dir in source/*/; do $(PY) -m nbgrader generate_assignment "$$(basename $$dir)" --force; done
+	for dir in source/*/; do nbgrader generate_assignment "$$(basename $$dir)" --force; done

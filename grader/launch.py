@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -60,8 +61,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     :func:`hardware.backend` (NCCL, one rank per GPU, with two GPUs or more; gloo on
     CPU processes otherwise). CPU ranks get ``threads_per_rank`` threads each, by
     default the cores divided among the ranks, so they do not fight over cores.
-    Workers are forked when CUDA is not initialised in this process (fast), and
-    spawned when it is (forking after CUDA initialisation is not safe).
+    NCCL ranks are always spawned (a forked process cannot start CUDA once this one
+    has asked about GPUs); CPU ranks are forked while CUDA is not initialised in this
+    process (fast), and spawned once it is.
 
     >>> def hello(greeting):
     ...     return f"{greeting} from rank {os.environ['RANK']}"
@@ -79,7 +81,7 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     if threads_per_rank is None:
         threads_per_rank = max(1, hardware.cpu_cores() // nprocs)
     if start_method is None:
-        start_method = "spawn" if torch.cuda.is_initialized() or not hasattr(os, "fork") else "fork"
+        start_method = start_method_for(backend)
 
     try:
         payload = cloudpickle.dumps((fn, args, kwargs))
@@ -149,6 +151,21 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         raise RankError(f"ranks {stuck} of {nprocs} did not finish and raised no Python exception "
                         f"(killed, out of memory, or the launcher failed){cause}") from None
     return results
+
+
+def start_method_for(backend):
+    """How :func:`launch` starts ranks for ``backend``: "spawn" or "fork".
+
+    NCCL ranks use CUDA, which a forked child cannot start once the parent has called
+    into it (even ``torch.cuda.is_available()`` counts), so they are spawned. CPU ranks
+    are forked, which is fast, unless CUDA is initialised here or there is no fork.
+
+    >>> start_method_for("nccl")
+    'spawn'
+    """
+    if backend == "nccl" or torch.cuda.is_initialized() or not hasattr(os, "fork"):
+        return "spawn"
+    return "fork"
 
 
 class _Run:
@@ -380,3 +397,36 @@ def write_script(path, main, *helpers, imports=None):
     parts.append(f'if __name__ == "__main__":\n    {main.__name__}()\n')
     path.write_text("\n\n".join(parts))
     return path
+
+
+def torchrun(script, nprocs=2, timeout=60):
+    """Run ``script`` under the ``torchrun`` command line on this machine; return its output.
+
+    The command is ``torchrun --standalone --nproc-per-node=NPROCS SCRIPT``, run in a
+    process group of its own, so a hang or an interrupt ends the agent and every worker.
+    A run that fails raises :class:`RankError` with everything it printed.
+
+    >>> import tempfile, pathlib
+    >>> def main():
+    ...     rank, world, _ = init_distributed()
+    ...     print(f"rank {rank} of {world}")
+    >>> out = torchrun(write_script(pathlib.Path(tempfile.mkdtemp()) / "hi.py", main), nprocs=2)
+    >>> sorted(line for line in out.splitlines() if line.startswith("rank"))
+    ['rank 0 of 2', 'rank 1 of 2']
+    """
+    threads = max(1, hardware.cpu_cores() // nprocs)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
+         str(script)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LaunchTimeout(f"torchrun {script} was still running after {timeout} s and was stopped") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the agent and its workers, whatever happened
+        proc.wait()
+    if proc.returncode:
+        raise RankError(f"torchrun {script} failed (exit code {proc.returncode}):\n{out}")
+    return out

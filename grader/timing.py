@@ -134,6 +134,8 @@ def _ddp_step_time(per_rank_batch, steps, warmup):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = synthetic_batch(per_rank_batch, seed=rank)
     x, y = x.to(device), y.to(device)
+    # GPU work (NCCL's all-reduce included) is queued: wait for it before reading the clock.
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -142,40 +144,69 @@ def _ddp_step_time(per_rank_batch, steps, warmup):
 
     for _ in range(warmup):
         step()
+    sync()
     dist.barrier()
     times = []
     for _ in range(steps):  # no barrier needed: DDP's all-reduce ends each step in step
         t0 = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
-    """Measured speedup of DDP on ``ranks`` CPU ranks over one process, same global batch.
+def ddp_backend(ranks):
+    """The backend :func:`ddp_speedup` measures with for ``ranks`` ranks.
 
-    Each rank, and the single process, gets one thread, so the figure says how well
-    the work spreads over ranks (not over threads). Runs in fresh processes through
-    :func:`grader.launch.launch`, so nothing in the calling kernel can change it.
+    NCCL with one GPU per rank when the machine has that many GPUs (against one process
+    on one GPU); otherwise gloo CPU processes with one thread each (against one CPU
+    process with one thread).
+
+    >>> ddp_backend(1)   # one rank: nothing to compare across GPUs
+    'gloo'
+    """
+    return "nccl" if ranks >= 2 and hardware.gpu_count() >= ranks else "gloo"
+
+
+def ddp_measured_on(ranks):
+    """In words, what :func:`ddp_speedup` compares for ``ranks`` ranks on this machine.
+
+    >>> ddp_measured_on(2)   # e.g. '2 CPU processes (gloo, 1 thread each) against 1 CPU process (1 thread)'
+    '2 ...'
+    """
+    if ddp_backend(ranks) == "nccl":
+        return f"{ranks} GPUs (NCCL, one rank per GPU) against 1 GPU"
+    return f"{ranks} CPU processes (gloo, 1 thread each) against 1 CPU process (1 thread)"
+
+
+def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
+    """Measured speedup of DDP on ``ranks`` ranks over one process, same global batch.
+
+    With at least ``ranks`` GPUs the ranks are NCCL processes, one per GPU, against one
+    process on one GPU, timed with device synchronisation. Otherwise they are gloo CPU
+    processes with one thread each, against one process with one thread, so the figure
+    says how well the work spreads over ranks (not over threads); :func:`ddp_measured_on`
+    says which. Runs in fresh processes through :func:`grader.launch.launch`, so nothing
+    in the calling kernel can change it.
 
     >>> ddp_speedup(64, ranks=2, steps=1, warmup=1) > 0
     True
     """
-    ranks = ranks or hardware.cpu_cores()
-    common = dict(backend="gloo", threads_per_rank=1, show_output=False)
+    ranks = ranks or hardware.parallel_ranks()
+    common = dict(backend=ddp_backend(ranks), threads_per_rank=1, show_output=False)
     t1 = launch(_ddp_step_time, per_rank_batch * ranks, steps, warmup, nprocs=1, **common)[0]
     tn = max(launch(_ddp_step_time, per_rank_batch, steps, warmup, nprocs=ranks, **common))
     return t1 / tn
 
 
 def expected_ddp_speedup(ranks):
-    """The DDP speedup a graded challenge asks for on ``ranks`` parallel ranks.
+    """The DDP speedup a graded challenge asks for on ``ranks`` ranks, as measured here.
 
-    Derived from the hardware at hand (the rank count) and a fraction kept in
-    ``grader/content/thresholds.json``, never a figure tuned on one machine.
+    A fraction of the rank count, kept per backend in ``grader/content/thresholds.json``
+    (the backend :func:`ddp_backend` measures with), never a figure tuned on one machine.
 
-    >>> expected_ddp_speedup(2)
-    1.5
+    >>> expected_ddp_speedup(2)   # e.g. 1.5 with CPU ranks (0.75 x 2), 1.0 with GPUs (0.5 x 2)
+    1...
     """
     rule = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
-    return rule["fraction_of_ranks"] * ranks
+    return rule[ddp_backend(ranks)]["fraction_of_ranks"] * ranks

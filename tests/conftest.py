@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -31,9 +32,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def activated():
+    """The environment variables of an activated virtual environment: its bin/ first on PATH.
+
+    nbgrader runs helper commands by name (``alembic`` when it opens a gradebook); they
+    must be the environment's own, never whatever else a machine has on its PATH.
+    """
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(Path(sys.executable).parents[1])
+    return env
+
+
 def nbgrader(*args, cwd, check=True, timeout=900):
-    """Run the real nbgrader command line in a course directory."""
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd,
+    """Run the real nbgrader command line in a course directory, as an activated environment would."""
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=activated(),
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"

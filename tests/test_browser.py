@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, free_port
+from conftest import REPO, activated, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -30,7 +30,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(REPO / "release", root / "release")
     port, token = free_port(), "course-test-token"
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+    env = dict(activated(), JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
     log = open(root / "lab.log", "w")
     server = subprocess.Popen(

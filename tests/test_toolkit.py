@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader import checks, hardware, timing
+from grader import checks, hardware, record, timing
 
 
 def test_hardware_describes_this_machine():
@@ -105,3 +105,46 @@ def test_checks_write_nothing_to_stderr(capfd):
         import warnings
         warnings.warn("hidden")
     assert capfd.readouterr().err == ""
+
+
+def test_ddp_measurement_follows_the_gpus_at_hand(monkeypatch):
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
+    assert timing.ddp_backend(2) == "gloo" and "CPU processes" in timing.ddp_measured_on(2)
+    assert timing.expected_ddp_speedup(2) == pytest.approx(1.5)
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 4)
+    assert timing.ddp_backend(2) == timing.ddp_backend(4) == "nccl"
+    assert timing.ddp_measured_on(4) == "4 GPUs (NCCL, one rank per GPU) against 1 GPU"
+    assert timing.expected_ddp_speedup(4) == pytest.approx(2.0)
+    assert timing.ddp_backend(8) == "gloo"  # more ranks than GPUs: CPU processes
+
+
+def test_record_forwards_sees_wrappers_depth_and_batches():
+    net = nn.Sequential(nn.Linear(3, 2))
+    with record.forwards(inputs=True) as seen:
+        nn.DataParallel(net)(torch.ones(5, 3))  # no GPU: a pass-through wrapper
+        net(torch.zeros(2, 3))
+    assert [(f.module, f.depth, f.rows) for f in seen] == [
+        ("DataParallel", 0, 5), ("Sequential", 1, 5), ("Linear", 2, 5),
+        ("Sequential", 0, 2), ("Linear", 1, 2)]
+    assert torch.equal(seen[3].input, torch.zeros(2, 3))
+    net(torch.ones(1, 3))
+    assert len(seen) == 5  # nothing recorded once the block is left
+
+
+def test_record_forwards_keeps_depth_right_after_an_error():
+    net = nn.Linear(3, 2)
+    with record.forwards() as seen:
+        with pytest.raises(RuntimeError):
+            net(torch.ones(4, 7))
+        net(torch.ones(4, 3))
+    assert [f.depth for f in seen] == [0, 0]
+
+
+def test_record_calls_counts_and_delays_then_restores():
+    original = torch.save
+    with record.calls(torch, "save", delay=0.2) as seen:
+        start = time.perf_counter()
+        torch.save({"a": 1}, "/dev/null")
+        assert time.perf_counter() - start >= 0.2
+    assert len(seen) == 1 and seen[0][0][1] == "/dev/null"
+    assert torch.save is original

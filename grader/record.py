@@ -1,0 +1,96 @@
+"""Record what code really did, so a check can judge the route and not only the result.
+
+A wrong answer can reach the right number: a plain model trained on the whole batch on
+every rank ends with the same weights as DDP, and a timer of nothing still returns a
+time. These recorders let a test see the route taken:
+
+- :func:`forwards`: every module forward call made while it is open: which module, how
+  deep in the call (0 = called by your code, 1 = called inside another module's forward),
+  and the batch it was given;
+- :func:`calls`: every call of one function (``torch.save``, say), optionally slowed
+  down so that a rank that does not wait for it is caught.
+"""
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+
+@dataclass
+class Forward:
+    """One module forward call."""
+
+    module: str  # the module's class name, e.g. "DistributedDataParallel"
+    depth: int  # 0: called by your code; 1: inside another module's forward; ...
+    rows: int | None  # dim 0 of the first tensor argument (the batch), None without one
+    input: torch.Tensor | None = None  # a CPU copy of that tensor, when recorded
+
+
+@contextlib.contextmanager
+def forwards(inputs=False):
+    """Record every ``nn.Module`` forward call made on this thread while the block runs.
+
+    With ``inputs=True`` each record keeps a CPU copy of the call's first tensor argument.
+    Calls made on other threads (DataParallel's replicas on several GPUs) are left out.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    >>> with forwards() as seen:
+    ...     _ = net(torch.ones(5, 3))
+    >>> [(f.module, f.depth, f.rows) for f in seen]
+    [('Sequential', 0, 5), ('Linear', 1, 5)]
+    """
+    seen, depth, owner = [], [0], threading.get_ident()
+
+    def before(module, args):
+        if threading.get_ident() != owner:
+            return
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        rows = first.shape[0] if first is not None and first.dim() else None
+        copy = first.detach().cpu().clone() if inputs and first is not None else None
+        seen.append(Forward(type(module).__name__, depth[0], rows, copy))
+        depth[0] += 1
+
+    def after(module, args, output):
+        if threading.get_ident() == owner:
+            depth[0] -= 1
+
+    handles = [register_module_forward_pre_hook(before),
+               register_module_forward_hook(after, always_call=True)]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def calls(owner, name, delay=0.0):
+    """Record every call of ``owner.name`` while the block runs, as ``(args, kwargs)``.
+
+    Each call first waits ``delay`` seconds: a slow ``torch.save`` on rank 0 shows
+    whether the other ranks wait for the file or run ahead.
+
+    >>> import math
+    >>> with calls(math, "sqrt") as seen:
+    ...     math.sqrt(16.0)
+    4.0
+    >>> seen
+    [((16.0,), {})]
+    """
+    original = getattr(owner, name)
+    seen = []
+
+    def recorded(*args, **kwargs):
+        seen.append((args, kwargs))
+        time.sleep(delay)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, recorded)
+    try:
+        yield seen
+    finally:
+        setattr(owner, name, original)
