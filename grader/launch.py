@@ -402,22 +402,23 @@ def write_script(path, main, *helpers, imports=None):
 def torchrun(script, nprocs=2, timeout=60):
     """Run ``script`` under the ``torchrun`` command line on this machine; return its output.
 
-    The command is ``torchrun --standalone --nproc-per-node=NPROCS SCRIPT``, run in a
-    process group of its own, so a hang or an interrupt ends the agent and every worker.
-    A run that fails raises :class:`RankError` with everything it printed.
+    The command is ``torchrun --standalone --nproc-per-node=NPROCS --tee=3 SCRIPT``
+    (``--tee=3`` prefixes each line with the rank that printed it, as ``[default0]:``),
+    run in a process group of its own, so a hang or an interrupt ends the agent and every
+    worker. A run that fails raises :class:`RankError` with everything it printed.
 
     >>> import tempfile, pathlib
     >>> def main():
     ...     rank, world, _ = init_distributed()
     ...     print(f"rank {rank} of {world}")
     >>> out = torchrun(write_script(pathlib.Path(tempfile.mkdtemp()) / "hi.py", main), nprocs=2)
-    >>> sorted(line for line in out.splitlines() if line.startswith("rank"))
-    ['rank 0 of 2', 'rank 1 of 2']
+    >>> sorted(line for line in out.splitlines() if "rank" in line)
+    ['[default0]:rank 0 of 2', '[default1]:rank 1 of 2']
     """
     threads = max(1, hardware.cpu_cores() // nprocs)
     proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
-         str(script)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+         "--tee=3", str(script)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)

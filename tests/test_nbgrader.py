@@ -10,15 +10,150 @@ from conftest import LESSONS, REPO, graded_cells, lesson_notebook, nbgrader, rea
 
 pytestmark = pytest.mark.slow
 
-# A wrong answer per lesson, and the points its challenge is worth.
-WRONG = {
-    "00_foundations": ("c2_to_device", "def to_device(batch, device):\n    return batch\n", 3),
-    "01_data_parallel": ("c2_chunk_sizes",
-                         "def dp_chunk_sizes(batch, n_devices):\n    return [batch // n_devices] * n_devices\n", 3),
-    "02_ddp": ("c3_average",
-               "def average_gradients(model):\n    for p in model.parameters():\n"
-               "        dist.all_reduce(p.grad)\n", 3),
+# Mutants: plausible wrong answers a student might write, one student each. Each must lose
+# exactly its challenge's points. Every challenge keeps at least one (a test checks it); a
+# mutant that scores is a bug in the challenge.
+MUTANTS = {
+    "00_foundations": {
+        "efficiency_times_n": ("c1_speedup", """
+def my_speedup(t1, tn):
+    return t1 / tn
+
+
+def my_efficiency(t1, tn, n):
+    return my_speedup(t1, tn) * n
+"""),
+        "does_nothing": ("c2_to_device", "def to_device(batch, device):\n    return batch\n"),
+        "tuples_become_lists": ("c2_to_device", """
+def to_device(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return [to_device(v, device) for v in batch]
+    return batch
+"""),
+        "rounds_down": ("c3_gpus_needed", """
+def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
+    return max(1, int(n_params * bytes_per_param / (gpu_gb * 1e9)))
+"""),
+        "times_the_warmup": ("c4_median_time", """
+import statistics
+import time
+
+
+def median_time(fn, repeats=5, warmup=1):
+    times = []
+    for _ in range(warmup + repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+"""),
+    },
+    "01_data_parallel": {
+        "splits_the_output": ("c1_output_shape", """
+def dp_output_shape(batch, in_features, out_features, n_gpus):
+    return (batch // n_gpus, out_features)
+"""),
+        "equal_chunks": ("c2_chunk_sizes", "def dp_chunk_sizes(batch, n_devices):\n    return [batch // n_devices] * n_devices\n"),
+        "consumes_the_callers_dict": ("c3_three_ways", """
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+
+def load_by_stripping(plain, state_dict):
+    plain.load_state_dict({k.removeprefix("module."): v for k, v in state_dict.items()})
+    return plain
+
+
+def load_by_consuming(plain, state_dict):
+    consume_prefix_in_state_dict_if_present(state_dict, "module.")
+    plain.load_state_dict(state_dict)
+    return plain
+
+
+def load_by_wrapping(plain, state_dict):
+    wrapper = nn.DataParallel(plain)
+    wrapper.load_state_dict(state_dict)
+    return wrapper.module
+"""),
+        "times_nothing": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    single = timing.measure(lambda: None, label="single")
+    dp = timing.measure(lambda: None, label="dp")
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
+        "times_the_wrapper_twice": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    wrapped = nn.DataParallel(make_model())
+    single = timing.measure(train_step_fn(wrapped, batch, target), label="single")
+    dp = timing.measure(train_step_fn(wrapped, batch, target), label="dp")
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
+    },
+    "02_ddp": {
+        "forgets_set_epoch": ("c1_sampler", """
+def shard_indices(n, world_size, epoch, seed=0):
+    return [list(DistributedSampler(range(n), num_replicas=world_size, rank=r, shuffle=True, seed=seed))
+            for r in range(world_size)]
+"""),
+        "plain_model_on_the_global_batch": ("c2_ddp_train", """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = mlp(in_features=16, hidden=32).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+"""),
+        "ddp_on_the_global_batch": ("c2_ddp_train", """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32).to(device))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+"""),
+        "sums_without_dividing": ("c3_average", """
+def average_gradients(model):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+"""),
+        "every_rank_saves": ("c4_checkpoint", """
+def save_checkpoint(ddp_model, path):
+    torch.save(ddp_model.module.state_dict(), path)
+"""),
+        "rank0_saves_nobody_waits": ("c4_checkpoint", """
+def save_checkpoint(ddp_model, path):
+    if dist.get_rank() == 0:
+        torch.save(ddp_model.module.state_dict(), path)
+"""),
+        "hard_coded_speedup": ("c5_speedup", """
+PER_RANK_BATCH = 16
+my_speedup = 1.9  # measured once with a bigger batch, typed in
+"""),
+    },
 }
+
+
+def points(lesson):
+    """{test cell grade id: points} of a lesson's source notebook."""
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+            for c in graded_cells(read_nb(lesson_notebook("source", lesson)), "grade")}
+
+
+def test_every_challenge_keeps_a_mutant():
+    for lesson in LESSONS:
+        covered = {f"{gid}_test" for gid, _ in MUTANTS.get(lesson, {}).values()}
+        assert covered == set(points(lesson)), f"{lesson}: challenges without a mutant: {set(points(lesson)) - covered}"
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +226,16 @@ def scores(course, lesson, student):
 
 @pytest.fixture(scope="module")
 def graded(released):
-    """Every lesson autograded for a class of students, each with one kind of submission."""
+    """Every lesson autograded once, for a class with one kind of submission per student."""
     first = LESSONS[0]
     for lesson in LESSONS:
-        wrong_id, wrong_code, _ = WRONG[lesson]
         submit(released, "solver", lesson, submission(lesson))
         submit(released, "untouched", lesson, (REPO / "release" / lesson / f"{lesson}.ipynb").read_text())
-        submit(released, "one_wrong", lesson, submission(lesson, answers={wrong_id: wrong_code}))
+        for name, (gid, code) in MUTANTS[lesson].items():
+            submit(released, f"mutant_{name}", lesson, submission(lesson, answers={gid: code.lstrip()}))
     # The robustness cases on the first lesson only: each costs a full notebook run.
-    wrong_id, wrong_code, _ = WRONG[first]
     submit(released, "tamperer", first, submission(
-        first, answers={wrong_id: wrong_code}, tests={f"{wrong_id}_test": "pass"}))
+        first, answers={"c2_to_device": MUTANTS[first]["does_nothing"][1]}, tests={"c2_to_device_test": "pass"}))
     submit(released, "deleter", first, submission(
         first, answers={"c1_speedup": "def my_speedup(t1, tn):\n    return tn / t1\n"},
         drop={"c1_speedup_test"}))
@@ -128,31 +262,30 @@ def test_untouched_release_gets_zero(graded, lesson):
     assert (score, max_score >= 10) == (0, True)
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_one_wrong_answer_loses_exactly_its_points(graded, lesson):
-    wrong_id, _, points = WRONG[lesson]
-    score, max_score, per_cell = scores(graded[0], lesson, "one_wrong")
-    assert per_cell[f"{wrong_id}_test"] == 0
-    assert score == max_score - points
+@pytest.mark.parametrize("lesson, mutant", [(lesson, name) for lesson in LESSONS for name in MUTANTS[lesson]])
+def test_mutant_loses_exactly_its_challenges_points(graded, lesson, mutant):
+    test_id = MUTANTS[lesson][mutant][0] + "_test"
+    score, max_score, per_cell = scores(graded[0], lesson, f"mutant_{mutant}")
+    assert per_cell[test_id] == 0, f"{mutant} scored on {test_id}: the challenge accepts this wrong answer"
+    assert score == max_score - points(lesson)[test_id], per_cell
 
 
 def test_tampered_test_cell_is_restored(graded):
-    wrong_id, _, points = WRONG[LESSONS[0]]
     score, max_score, per_cell = scores(graded[0], LESSONS[0], "tamperer")
-    assert per_cell[f"{wrong_id}_test"] == 0
-    assert score == max_score - points
+    assert per_cell["c2_to_device_test"] == 0
+    assert score == max_score - points(LESSONS[0])["c2_to_device_test"]
 
 
 def test_deleted_test_cell_is_restored(graded):
     score, max_score, per_cell = scores(graded[0], LESSONS[0], "deleter")
     assert per_cell["c1_speedup_test"] == 0
-    assert score == max_score - 2
+    assert score == max_score - points(LESSONS[0])["c1_speedup_test"]
 
 
 def test_endless_loop_times_out_and_the_rest_is_graded(graded):
     score, max_score, per_cell = scores(graded[0], LESSONS[0], "looper")
     assert per_cell["c3_gpus_needed_test"] == 0
-    assert score == max_score - 3
+    assert score == max_score - points(LESSONS[0])["c3_gpus_needed_test"]
 
 
 def test_corrupt_submission_is_logged_and_does_not_stop_the_class(graded):
@@ -160,4 +293,4 @@ def test_corrupt_submission_is_logged_and_does_not_stop_the_class(graded):
     assert "corrupt" in logs[LESSONS[0]]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         graded_students = {s.student.id for s in gb.assignment_submissions(LESSONS[0])}
-    assert {"solver", "untouched", "one_wrong", "tamperer", "deleter", "looper"} <= graded_students
+    assert {"solver", "untouched", "tamperer", "deleter", "looper"} <= graded_students

@@ -61,6 +61,15 @@ def test_lessons_meet_the_course_minimums():
             f"{lesson}: every graded test cell should hold hidden tests"
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_challenge_headings_state_the_points_graded(lesson):
+    nb = read_nb(lesson_notebook("source", lesson))
+    stated = [int(n) for c in nb["cells"] if c["cell_type"] == "markdown"
+              for n in re.findall(r"^### Challenge \d+ \((\d+) points?\)", "".join(c["source"]), re.M)]
+    graded = [c["metadata"]["nbgrader"]["points"] for c in graded_cells(nb, "grade")]
+    assert stated == graded
+
+
 COURSE_NOTEBOOKS = sorted(p for folder in ("source", "release", "notebooks")
                           for p in (REPO / folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
