@@ -258,6 +258,20 @@ def _wait_gone(pid, seconds=5):
         time.sleep(0.01)
 
 
+def _descendants(pid):
+    """Every process below ``pid``, children first (found through /proc; none elsewhere)."""
+    parents = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    found, level = [], [pid]
+    while level:
+        level = [p for p, parent in parents.items() if parent in level]
+        found += level
+    return found
+
+
 def _innermost(stack):
     """The frames of the rank's function from a faulthandler dump, innermost first."""
     if not stack:
@@ -403,9 +417,10 @@ def torchrun(script, nprocs=2, timeout=60):
     """Run ``script`` under the ``torchrun`` command line on this machine; return its output.
 
     The command is ``torchrun --standalone --nproc-per-node=NPROCS --tee=3 SCRIPT``
-    (``--tee=3`` prefixes each line with the rank that printed it, as ``[default0]:``),
-    run in a process group of its own, so a hang or an interrupt ends the agent and every
-    worker. A run that fails raises :class:`RankError` with everything it printed.
+    (``--tee=3`` prefixes each line with the rank that printed it, as ``[default0]:``).
+    A hang ends at ``timeout`` with :class:`LaunchTimeout`; then, or on an interrupt, the
+    agent and every worker (each in a session of its own) are stopped. A run that fails
+    raises :class:`RankError` with everything it printed.
 
     >>> import tempfile, pathlib
     >>> def main():
@@ -419,15 +434,18 @@ def torchrun(script, nprocs=2, timeout=60):
     proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
          "--tee=3", str(script)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LaunchTimeout(f"torchrun {script} was still running after {timeout} s and was stopped") from None
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the agent and its workers, whatever happened
+        workers = _descendants(proc.pid)  # before the agent goes: then they are orphans
+        for pid in [proc.pid, *workers]:
+            _signal(pid, signal.SIGKILL)
         proc.wait()
+        for pid in workers:
+            _wait_gone(pid)
     if proc.returncode:
         raise RankError(f"torchrun {script} failed (exit code {proc.returncode}):\n{out}")
     return out

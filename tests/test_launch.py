@@ -15,7 +15,7 @@ import torch.distributed as dist
 from nbclient import NotebookClient
 
 from grader import hardware
-from grader.launch import LaunchTimeout, RankError, init_distributed, launch, progress, write_script
+from grader.launch import LaunchTimeout, RankError, init_distributed, launch, progress, torchrun, write_script
 from grader.models import mlp, synthetic_batch
 
 from conftest import free_port
@@ -35,6 +35,14 @@ def children():
         if int(stat[1]) == os.getpid() and stat[0] != "Z" and "resource_tracker" not in cmd:
             found.add(int(entry))
     return found
+
+
+def running(pid):
+    """Whether a process is alive (a zombie has finished)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture(autouse=True)
@@ -337,3 +345,33 @@ def test_written_script_runs_under_two_torchrun_agents(tmp_path):
     single = torch.cat([p.detach().flatten() for p in model.parameters()])
     ddp = torch.tensor(json.loads((tmp_path / "params.json").read_text()))
     torch.testing.assert_close(ddp, single, atol=1e-5, rtol=1e-5)
+
+
+
+def sleeps_forever():
+    import pathlib
+    import time
+
+    pathlib.Path(os.environ["PID_DIR"], os.environ["RANK"]).write_text(str(os.getpid()))
+    time.sleep(600)
+
+
+def rank_one_fails():
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank 1 cannot go on")
+
+
+def test_torchrun_from_a_cell_stops_every_worker_at_the_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("PID_DIR", str(tmp_path))
+    script = write_script(tmp_path / "sleepy.py", sleeps_forever)
+    start = time.monotonic()
+    with pytest.raises(LaunchTimeout, match="after 5 s"):
+        torchrun(script, nprocs=2, timeout=5)
+    assert time.monotonic() - start < 15
+    pids = [int((tmp_path / rank).read_text()) for rank in ("0", "1")]
+    assert not [pid for pid in pids if running(pid)], "a torchrun worker outlived the call"
+
+
+def test_torchrun_failure_shows_the_rank_traceback(tmp_path):
+    with pytest.raises(RankError, match="rank 1 cannot go on"):
+        torchrun(write_script(tmp_path / "fails.py", rank_one_fails), nprocs=2, timeout=60)
