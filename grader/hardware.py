@@ -8,6 +8,7 @@ import os
 import platform
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -43,16 +44,47 @@ def gpu_count():
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+CGROUP = "/sys/fs/cgroup"  # a container's own cgroup, as the container sees it
+
+
+def cpu_quota(cgroup=None):
+    """CPUs' worth of time the container's quota allows, or None when there is no quota.
+
+    A JupyterHub pod limited to 2 CPUs on a 64-core node may run on all 64 cores, but only
+    for 2 cores' worth of time: cgroup v2 ``cpu.max`` ("200000 100000") or cgroup v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``.
+
+    >>> cpu_quota() is None or cpu_quota() > 0
+    True
+    """
+    root = Path(cgroup or CGROUP)
+    for quota_file, period_file in (("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us")):
+        try:
+            words = (root / quota_file).read_text().split()
+            if period_file:
+                words.append((root / period_file).read_text().strip())
+            quota, period = words[0], float(words[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        return None if quota in ("max", "-1") else float(quota) / period
+    return None
+
+
 def cpu_cores():
-    """CPU cores this process may run on (respects affinity masks and cgroups' cpusets).
+    """CPU cores this process can really use at once.
+
+    The affinity mask (cpusets included), capped by the container's CPU quota
+    (:func:`cpu_quota`, rounded down, at least 1).
 
     >>> cpu_cores() >= 1
     True
     """
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity API
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cpu_quota()
+    return cores if quota is None else max(1, min(cores, int(quota)))
 
 
 def device():

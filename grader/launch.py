@@ -316,14 +316,15 @@ def _rank_main(run_dir, backend, threads):
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     os.environ[RUN_DIR] = str(run_dir)
     os.environ[BACKEND] = backend
-    torch.set_num_threads(threads)  # CPU work (data, the CPU backend) shares the cores out
-    if backend == "nccl":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     try:
+        torch.set_num_threads(threads)  # CPU work (data, the CPU backend) shares the cores out
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         fn, args, kwargs = cloudpickle.loads((run_dir / "payload.pkl").read_bytes())
         blob = cloudpickle.dumps(fn(*args, **kwargs))
     except BaseException as e:
-        tb = e.__traceback__.tb_next or e.__traceback__  # start at the user's function
+        # Start at the user's function; a failure in the rank's own set-up shows in full.
+        tb = e.__traceback__.tb_next or e.__traceback__
         (run_dir / f"error.{rank}").write_text("".join(traceback.format_exception(type(e), e, tb)))
         sys.stdout.flush()
         os._exit(1)  # the agent sees the failure and stops the other ranks at once

@@ -149,6 +149,12 @@ def test_a_rank_that_raises_stops_everyone_fast():
     assert "ValueError: bad shard on rank one" in msg and "in fail_on_one" in msg
 
 
+def test_a_rank_whose_set_up_fails_shows_why():
+    with pytest.raises(RankError, match=r"^rank \d of 2 raised") as e:
+        launch(rank_info, nprocs=2, threads_per_rank=0, show_output=False)
+    assert "set_num_threads" in str(e.value) and "no Python exception" not in str(e.value)
+
+
 def test_a_rank_that_dies_without_an_exception_is_reported():
     def die_on_one():
         if os.environ["RANK"] == "1":

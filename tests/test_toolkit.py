@@ -148,3 +148,30 @@ def test_record_calls_counts_and_delays_then_restores():
         assert time.perf_counter() - start >= 0.2
     assert len(seen) == 1 and seen[0][0][1] == "/dev/null"
     assert torch.save is original
+
+
+@pytest.mark.parametrize("files, quota", [
+    ({"cpu.max": "200000 100000\n"}, 2.0),          # cgroup v2, 2 CPUs
+    ({"cpu.max": "150000 100000\n"}, 1.5),
+    ({"cpu.max": "max 100000\n"}, None),            # no limit
+    ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4.0),  # cgroup v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ({}, None),                                      # no cgroup files at all
+])
+def test_cpu_quota_reads_the_containers_cgroup(tmp_path, files, quota):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert hardware.cpu_quota(tmp_path) == quota
+
+
+def test_a_cpu_quota_caps_cores_and_default_ranks(tmp_path, monkeypatch):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    monkeypatch.setattr(hardware, "CGROUP", str(tmp_path))
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
+    assert hardware.cpu_cores() == 1 and hardware.parallel_ranks() == 1
+    (tmp_path / "cpu.max").write_text("200000 100000\n")
+    assert hardware.cpu_cores() == 2 and hardware.parallel_ranks() == 2
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert hardware.cpu_cores() == 64
