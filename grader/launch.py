@@ -41,6 +41,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from . import hardware
 
+START_LIMIT = 120  # seconds for every rank to be running (spawned ranks import torch afresh)
 RUN_DIR = "COURSE_LAUNCH_DIR"  # set on ranks started by launch(); unset under torchrun
 BACKEND = "COURSE_LAUNCH_BACKEND"
 
@@ -108,13 +109,17 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
             agent_done.set()
 
     thread = threading.Thread(target=agent, name="elastic-agent", daemon=True)
-    deadline = time.monotonic() + timeout
-    timed_out = False
+    # ``timeout`` counts from the moment every rank runs: starting them (a second when
+    # forked, several when spawned) is not the function's time. Starting has its own limit.
+    deadline = time.monotonic() + START_LIMIT + timeout
+    started = timed_out = False
     with _quiet_elastic_logs():
         try:
             thread.start()
             while not agent_done.wait(0.05):
                 run.show_new_output()
+                if not started and len(run.pids()) == nprocs:
+                    started, deadline = True, time.monotonic() + timeout
                 if time.monotonic() > deadline:
                     timed_out = True
                     run.stop(dump_stacks=True)
@@ -142,6 +147,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         raise RankError(f"rank {rank} of {nprocs} raised{others}; the other ranks were stopped.\n\n{tb}")
     if timed_out:
         where = "\n".join(f"--- rank {r} ---\n{_innermost(stacks[r])}" for r in stuck)
+        if not started:
+            raise LaunchTimeout(f"ranks {stuck} of {nprocs} had not started after {START_LIMIT + timeout} s "
+                                f"and were stopped (a machine short of memory or processes?)")
         raise LaunchTimeout(
             f"ranks {stuck} of {nprocs} were still running after {timeout} s and were stopped. "
             f"The usual cause: a collective (all_reduce, barrier, broadcast...) that not every "
@@ -289,9 +297,10 @@ def _innermost(stack):
 
 @contextlib.contextmanager
 def _quiet_elastic_logs():
-    """Keep the elastic agent's log lines out of the cell (stderr costs nbgrader points)."""
+    """Keep the launcher's log lines out of the cell (stderr costs nbgrader points)."""
     loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
-               if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher"))]
+               if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher",
+                                   "torch.multiprocessing"))]
     saved = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True

@@ -60,7 +60,7 @@ def rank_info():
 
 
 def test_results_come_back_by_rank_with_torchrun_environment():
-    infos = launch(rank_info, nprocs=2, show_output=False)
+    infos = launch(rank_info, nprocs=2, backend="gloo", show_output=False)
     assert [i["RANK"] for i in infos] == ["0", "1"]
     assert all(i["WORLD_SIZE"] == "2" and i["MASTER_ADDR"] for i in infos)
     assert infos[0]["MASTER_PORT"] == infos[1]["MASTER_PORT"] != ""
@@ -76,7 +76,7 @@ def test_collectives_work_and_threads_are_shared_out():
     out = launch(reduce_and_count, nprocs=2, backend="gloo")
     assert [s for s, _ in out] == [3.0, 3.0]
     assert [n for _, n in out] == [max(1, hardware.cpu_cores() // 2)] * 2
-    assert launch(reduce_and_count, nprocs=2, threads_per_rank=1, show_output=False)[0][1] == 1
+    assert launch(reduce_and_count, nprocs=2, backend="gloo", threads_per_rank=1, show_output=False)[0][1] == 1
 
 
 def test_closures_and_local_classes_travel_by_value():
@@ -85,7 +85,7 @@ def test_closures_and_local_classes_travel_by_value():
             self.v = v
 
     offset = 10
-    results = launch(lambda: Box(offset + int(os.environ["RANK"])), nprocs=2, show_output=False)
+    results = launch(lambda: Box(offset + int(os.environ["RANK"])), nprocs=2, backend="gloo", show_output=False)
     assert [b.v for b in results] == [10, 11]
 
 
@@ -94,7 +94,7 @@ def test_output_is_live_and_prefixed_by_rank(capfd):
         print(f"hello from {os.environ['RANK']}")
         os.write(2, b"raw stderr line\n")  # C-level output is captured as well
 
-    launch(talk, nprocs=2)
+    launch(talk, nprocs=2, backend="gloo")
     out, err = capfd.readouterr()
     assert "[rank 0] hello from 0" in out and "[rank 1] hello from 1" in out
     assert "[rank 1] raw stderr line" in out
@@ -119,7 +119,7 @@ def test_output_appears_while_the_ranks_still_run(monkeypatch):
 
     out = Clocked()
     monkeypatch.setattr(sys, "stdout", out)
-    launch(early_then_slow, nprocs=2)
+    launch(early_then_slow, nprocs=2, backend="gloo")
     returned = time.monotonic()
     shown = [t for t, line in out.lines if line.endswith("early")]
     assert len(shown) == 2 and all(returned - t > 1 for t in shown), out.lines
@@ -129,8 +129,50 @@ def test_progress_bar_follows_rank_zero(capfd):
     def loop():
         return sum(progress(range(4)))
 
-    assert launch(loop, nprocs=2, show_output=False) == [6, 6]
+    assert launch(loop, nprocs=2, backend="gloo", show_output=False) == [6, 6]
     assert "4/4" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_failures_and_hangs_write_nothing_to_the_callers_stderr(tmp_path, start_method):
+    # In a plain process, as in a kernel: pytest would catch log records before stderr.
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        import torch.distributed as dist
+        from grader.launch import LaunchTimeout, RankError, init_distributed, launch
+
+        def fail_on_one():
+            rank, _, _ = init_distributed()
+            if rank == 1:
+                raise ValueError("bad shard on rank one")
+            time.sleep(60)
+
+        def hang_on_zero():
+            rank, _, _ = init_distributed()
+            if rank == 0:
+                dist.barrier()
+
+        if __name__ == "__main__":
+            for fn, error in ((fail_on_one, RankError), (hang_on_zero, LaunchTimeout)):
+                try:
+                    launch(fn, nprocs=2, backend="gloo", start_method="{start_method}", timeout=3)
+                except error:
+                    print("raised", error.__name__)
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.count("raised") == 2, proc.stdout + proc.stderr
+    assert proc.stderr == ""  # e.g. no "Terminating process ... via signal SIGTERM"
+
+
+def test_the_timeout_counts_from_when_every_rank_runs():
+    def brief():
+        time.sleep(0.5)
+        return int(os.environ["RANK"])
+
+    start = time.monotonic()  # spawned ranks import torch afresh: over a second here
+    assert launch(brief, nprocs=2, backend="gloo", start_method="spawn", timeout=1, show_output=False) == [0, 1]
+    assert time.monotonic() - start > 1
 
 
 def test_a_rank_that_raises_stops_everyone_fast():
@@ -142,7 +184,7 @@ def test_a_rank_that_raises_stops_everyone_fast():
 
     start = time.monotonic()
     with pytest.raises(RankError) as e:
-        launch(fail_on_one, nprocs=2, timeout=120)
+        launch(fail_on_one, nprocs=2, backend="gloo", timeout=120)
     assert time.monotonic() - start < 10
     msg = str(e.value)
     assert msg.startswith("rank 1 of 2 raised")
@@ -151,7 +193,7 @@ def test_a_rank_that_raises_stops_everyone_fast():
 
 def test_a_rank_whose_set_up_fails_shows_why():
     with pytest.raises(RankError, match=r"^rank \d of 2 raised") as e:
-        launch(rank_info, nprocs=2, threads_per_rank=0, show_output=False)
+        launch(rank_info, nprocs=2, backend="gloo", threads_per_rank=0, show_output=False)
     assert "set_num_threads" in str(e.value) and "no Python exception" not in str(e.value)
 
 
@@ -163,7 +205,7 @@ def test_a_rank_that_dies_without_an_exception_is_reported():
 
     start = time.monotonic()
     with pytest.raises(RankError, match=r"ranks \[1\] of 2 did not finish and raised no Python exception"):
-        launch(die_on_one, nprocs=2, timeout=60)
+        launch(die_on_one, nprocs=2, backend="gloo", timeout=60)
     assert time.monotonic() - start < 10
 
 
@@ -190,20 +232,20 @@ def test_workers_are_spawned_once_cuda_is_initialised(monkeypatch):
         return hasattr(torch, "_course_parent_mark")
 
     monkeypatch.setattr(torch, "_course_parent_mark", True, raising=False)
-    assert launch(inherited, nprocs=2, show_output=False) == [True, True]  # forked
+    assert launch(inherited, nprocs=2, backend="gloo", show_output=False) == [True, True]  # forked
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    assert launch(inherited, nprocs=2, show_output=False) == [False, False]  # spawned
+    assert launch(inherited, nprocs=2, backend="gloo", show_output=False) == [False, False]  # spawned
 
 
 def test_bad_arguments_are_refused_before_any_rank_starts():
     import threading
 
     with pytest.raises(TypeError, match="needs a function"):
-        launch("train", nprocs=2)
+        launch("train", nprocs=2, backend="gloo")
     with pytest.raises(ValueError, match="nprocs must be at least 1"):
         launch(rank_info, nprocs=0)
     with pytest.raises(TypeError, match="cannot be sent to the ranks"):
-        launch(rank_info, threading.Lock(), nprocs=2)
+        launch(rank_info, threading.Lock(), nprocs=2, backend="gloo")
 
 
 def test_nccl_without_enough_gpus_is_refused():
@@ -223,7 +265,7 @@ SLEEPER = textwrap.dedent("""
 
     if __name__ == "__main__":
         try:
-            launch(sleeper, sys.argv[1], nprocs=2, timeout=120)
+            launch(sleeper, sys.argv[1], nprocs=2, backend="gloo", timeout=120)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             sys.exit(3)
@@ -281,8 +323,8 @@ def test_notebook_functions_and_classes_with_fork_and_spawn(tmp_path):
         "class Scaled:\n    def __init__(self, k):\n        self.k = k\n"
         "    def __call__(self):\n        return self.k * (int(os.environ['RANK']) + 1)",
         "def make(k):\n    helper = Scaled(k)\n    return lambda: helper()",
-        "assert launch(make(5), nprocs=2) == [5, 10]",
-        "assert launch(make(7), nprocs=2, start_method='spawn') == [7, 14]",
+        "assert launch(make(5), nprocs=2, backend='gloo') == [5, 10]",
+        "assert launch(make(7), nprocs=2, backend='gloo', start_method='spawn') == [7, 14]",
     ]]
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
