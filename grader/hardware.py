@@ -88,12 +88,18 @@ def cpu_cores():
 
 
 def device():
-    """The device a single-process lesson should use: the first GPU, else the CPU.
+    """The device this process should use: its current GPU, else the CPU.
+
+    In a notebook that is the first GPU; on a rank that selected its own GPU (as
+    ``init_distributed`` does with NCCL), that GPU.
 
     >>> device().type in ("cuda", "cpu")
     True
     """
-    return torch.device("cuda", 0) if gpu_count() else torch.device("cpu")
+    if not gpu_count():
+        return torch.device("cpu")
+    # Asking for the current device would start CUDA; until it is started, it is GPU 0.
+    return torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_initialized() else 0)
 
 
 def backend():

@@ -353,7 +353,9 @@ def init_distributed(backend=None):
     """Join the process group described by the environment; return (rank, world_size, device).
 
     Works the same on ranks started by :func:`launch` and by ``torchrun``: both set
-    RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Calling it twice is harmless.
+    RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. The backend is the one
+    ``launch`` chose, else :func:`rank_backend`. With NCCL the rank's GPU is selected
+    before the group is joined. Calling it twice is harmless.
 
     >>> def rank_and_size():
     ...     rank, world, device = init_distributed()
@@ -361,15 +363,26 @@ def init_distributed(backend=None):
     >>> launch(rank_and_size, nprocs=2, backend="gloo", show_output=False)
     [(0, 2, 'cpu'), (1, 2, 'cpu')]
     """
-    backend = backend or os.environ.get(BACKEND) or hardware.backend()
-    if not dist.is_initialized():
-        dist.init_process_group(backend)
+    backend = backend or os.environ.get(BACKEND) or rank_backend()
+    device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    if not dist.is_initialized():
+        # device_id binds the group to this rank's GPU (NCCL then needs no guess, and says nothing)
+        dist.init_process_group(backend, **({"device_id": device} if backend == "nccl" else {}))
     return dist.get_rank(), dist.get_world_size(), device
+
+
+def rank_backend():
+    """The backend for a rank started by ``torchrun``: NCCL when this machine has a GPU
+    for each of its ranks (LOCAL_WORLD_SIZE), gloo otherwise.
+
+    >>> rank_backend()   # e.g. 'nccl' under torchrun --nproc-per-node=2 on a machine with 2 GPUs
+    '...'
+    """
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    return "nccl" if hardware.gpu_count() >= ranks_here else "gloo"
 
 
 def progress(iterable, total=None):

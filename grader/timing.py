@@ -6,6 +6,7 @@ queued, so a stopwatch around it measures the queueing, not the work. On a GPU,
 there is nothing to wait for and a plain clock is already right.
 """
 
+import contextlib
 import json
 import statistics
 import time
@@ -72,26 +73,28 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     device = torch.device(device) if device is not None else hardware.device()
     on_gpu = device.type == "cuda"
-    for _ in range(warmup):
-        fn()
-    if on_gpu:
-        torch.cuda.synchronize(device)
-    times = []
-    for _ in range(repeats):
-        if on_gpu and sync:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
+    # Events are recorded on the current stream of the current device: make it the measured one.
+    with torch.cuda.device(device) if on_gpu else contextlib.nullcontext():
+        for _ in range(warmup):
             fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    if on_gpu and not sync:
-        torch.cuda.synchronize(device)  # leave no queued work behind for the next cell
+        if on_gpu:
+            torch.cuda.synchronize(device)
+        times = []
+        for _ in range(repeats):
+            if on_gpu and sync:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1e3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        if on_gpu and not sync:
+            torch.cuda.synchronize(device)  # leave no queued work behind for the next cell
     return Timing(times, label=label, synchronized=sync or not on_gpu)
 
 

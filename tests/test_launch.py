@@ -15,7 +15,8 @@ import torch.distributed as dist
 from nbclient import NotebookClient
 
 from grader import hardware
-from grader.launch import LaunchTimeout, RankError, init_distributed, launch, progress, torchrun, write_script
+from grader.launch import (LaunchTimeout, RankError, init_distributed, launch, progress, rank_backend, torchrun,
+                           write_script)
 from grader.models import mlp, synthetic_batch
 
 from conftest import free_port
@@ -237,6 +238,16 @@ def test_workers_are_spawned_once_cuda_is_initialised(monkeypatch):
     assert launch(inherited, nprocs=2, backend="gloo", show_output=False) == [False, False]  # spawned
 
 
+def test_torchrun_ranks_use_nccl_only_with_a_gpu_for_each_rank_here(monkeypatch):
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 2)
+    for ranks_here, backend in (("1", "nccl"), ("2", "nccl"), ("4", "gloo")):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks_here)
+        assert rank_backend() == backend
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert rank_backend() == "gloo"
+
+
 def test_bad_arguments_are_refused_before_any_rank_starts():
     import threading
 
@@ -340,7 +351,7 @@ def ddp_train():
 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    rank, world, device = init_distributed()
+    rank, world, device = init_distributed("gloo")  # both "machines" are this one: CPU ranks
     model = DDP(mlp(in_features=16, hidden=32))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = synthetic_batch(8 * world, in_features=16)

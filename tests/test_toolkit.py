@@ -175,3 +175,12 @@ def test_a_cpu_quota_caps_cores_and_default_ranks(tmp_path, monkeypatch):
     assert hardware.cpu_cores() == 2 and hardware.parallel_ranks() == 2
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert hardware.cpu_cores() == 64
+
+
+def test_device_is_the_current_gpu_once_cuda_runs(monkeypatch):
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert hardware.device() == torch.device("cuda", 0)  # asking would start CUDA: GPU 0
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)  # a rank that chose GPU 1
+    assert hardware.device() == torch.device("cuda", 1)
