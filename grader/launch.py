@@ -135,9 +135,13 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
                 run.show_new_output(final=True)
                 run.close_progress()
                 failures = run.failures()
-                stuck = [r for r in range(nprocs) if not (run_dir / f"result.{r}").exists()]
+                missing = [r for r in range(nprocs) if not (run_dir / f"result.{r}").exists()]
+                # At a time-out, a rank that left its result but never got out of the group
+                # (NCCL work still queued, say) is stuck too; one waiting for its peers is not.
+                stuck = missing if not timed_out or missing else \
+                    [r for r in range(nprocs) if not (run_dir / f"left.{r}").exists()]
                 stacks = {r: run.read(f"stack.{r}") for r in stuck}
-                results = [run.load(f"result.{r}") for r in range(nprocs) if r not in stuck]
+                results = [run.load(f"result.{r}") for r in range(nprocs) if r not in missing]
             finally:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -347,6 +351,7 @@ def _rank_main(run_dir, backend, threads):
         time.sleep(0.01)
     if dist.is_initialized():
         dist.destroy_process_group()
+    (run_dir / f"left.{rank}").touch()
 
 
 def init_distributed(backend=None):

@@ -226,6 +226,18 @@ def test_a_hang_ends_at_the_timeout_naming_the_stuck_rank():
     assert "all_reduce" in msg and "only_rank_zero_reduces" in msg
 
 
+def test_a_rank_stuck_after_its_result_is_named():
+    def never_leaves():
+        rank, _, _ = init_distributed()
+        if rank == 0:  # as a rank whose NCCL work is still queued when it leaves the group
+            dist.destroy_process_group = lambda *args, **kwargs: time.sleep(60)
+        return rank
+
+    with pytest.raises(LaunchTimeout, match=r"ranks \[0\] of 2") as e:
+        launch(never_leaves, nprocs=2, backend="gloo", timeout=3, show_output=False)
+    assert "in <lambda>" in str(e.value)
+
+
 def test_workers_are_spawned_once_cuda_is_initialised(monkeypatch):
     """The GPU-only path, checked on any machine: a forked rank inherits this process's
     modules as they are, a spawned one imports them afresh."""
