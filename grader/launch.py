@@ -330,6 +330,7 @@ def _rank_main(run_dir, backend, threads):
     os.environ[RUN_DIR] = str(run_dir)
     os.environ[BACKEND] = backend
     try:
+        full_float32()
         torch.set_num_threads(threads)  # CPU work (data, the CPU backend) shares the cores out
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
@@ -352,6 +353,22 @@ def _rank_main(run_dir, backend, threads):
     if dist.is_initialized():
         dist.destroy_process_group()
     (run_dir / f"left.{rank}").touch()
+
+
+def full_float32():
+    """Make this process compute float32 matmuls and convolutions in full float32.
+
+    GPUs can run them in TF32 (10 bits of mantissa), and some images force that for every
+    matmul with ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``; results then differ from a CPU
+    reference by about 1e-3, more than the course's equivalence checks allow. Every rank
+    started by :func:`launch` calls this first.
+
+    >>> full_float32(); torch.get_float32_matmul_precision()
+    'highest'
+    """
+    os.environ.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)  # read once, at the first matmul
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def init_distributed(backend=None):

@@ -226,6 +226,22 @@ def test_a_hang_ends_at_the_timeout_naming_the_stuck_rank():
     assert "all_reduce" in msg and "only_rank_zero_reduces" in msg
 
 
+def precision():
+    from torch.backends import cuda, cudnn
+
+    return (os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"), torch.get_float32_matmul_precision(),
+            cuda.matmul.allow_tf32, cudnn.allow_tf32)
+
+
+def test_ranks_compute_in_full_float32_even_where_the_image_forces_tf32(monkeypatch):
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    torch.set_float32_matmul_precision("high")  # as a kernel that allowed TF32
+    try:
+        assert launch(precision, nprocs=2, backend="gloo", show_output=False) == [(None, "highest", False, False)] * 2
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
 def test_a_rank_stuck_after_its_result_is_named():
     def never_leaves():
         rank, _, _ = init_distributed()
