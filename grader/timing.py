@@ -202,8 +202,13 @@ def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
     return t1 / tn
 
 
+def _ddp_rule(ranks):
+    rules = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
+    return rules[ddp_backend(ranks)]
+
+
 def expected_ddp_speedup(ranks):
-    """The DDP speedup a graded challenge asks for on ``ranks`` ranks, as measured here.
+    """The DDP speedup a graded challenge asks for on ``ranks`` ranks of a quiet machine.
 
     A fraction of the rank count, kept per backend in ``grader/content/thresholds.json``
     (the backend :func:`ddp_backend` measures with), never a figure tuned on one machine.
@@ -211,5 +216,50 @@ def expected_ddp_speedup(ranks):
     >>> expected_ddp_speedup(2)   # e.g. 1.5 with CPU ranks (0.75 x 2), 1.0 with GPUs (0.5 x 2)
     1...
     """
-    rule = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
-    return rule[ddp_backend(ranks)]["fraction_of_ranks"] * ranks
+    return _ddp_rule(ranks)["fraction_of_ranks"] * ranks
+
+
+@dataclass
+class SpeedupGrade:
+    """A learner's DDP speedup measured beside a reference configuration, and the verdict."""
+
+    per_rank_batch: int
+    speedup: float  # the learner's batch, best of the rounds
+    reference_batch: int
+    reference: float  # the reference batch, best of the same rounds
+    needed: float
+    measured_on: str
+
+    @property
+    def passed(self):
+        return self.speedup >= self.needed
+
+    def __str__(self):
+        return (f"per-rank batch {self.per_rank_batch}: {self.speedup:.2f}x; reference batch "
+                f"{self.reference_batch}, measured in turn with it: {self.reference:.2f}x; needed "
+                f"{self.needed:.2f}x ({'passed' if self.passed else 'not reached'}), on {self.measured_on}")
+
+
+def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2):
+    """Measure the DDP speedup of ``per_rank_batch`` fairly, even on a busy grading machine.
+
+    The learner's batch and a reference batch (``reference_per_rank_batch`` in
+    ``thresholds.json``) are measured in turn, ``rounds`` times each, in fresh processes,
+    and the best of each is kept: other work on the machine slows both alike. The bar is
+    :func:`expected_ddp_speedup`, lowered to ``fraction_of_reference`` of what the
+    reference reached when the machine could not give the reference that much, and never
+    below 1 (the ranks must beat one process).
+
+    >>> g = grade_ddp_speedup(64, rounds=1)   # doctest: +ELLIPSIS
+    >>> str(g)
+    'per-rank batch 64: ...'
+    """
+    rule = _ddp_rule(ranks)
+    reference_batch = rule["reference_per_rank_batch"]
+    mine, reference = [], []
+    for _ in range(rounds):
+        mine.append(ddp_speedup(per_rank_batch, ranks))
+        reference.append(ddp_speedup(reference_batch, ranks))
+    needed = max(1.0, min(expected_ddp_speedup(ranks), rule["fraction_of_reference"] * max(reference)))
+    return SpeedupGrade(per_rank_batch, max(mine), reference_batch, max(reference), needed,
+                        ddp_measured_on(ranks))

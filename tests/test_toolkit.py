@@ -1,5 +1,7 @@
-"""Unit tests for grader.hardware, grader.timing and grader.checks."""
+"""Unit tests for grader.hardware, grader.timing, grader.record and grader.checks."""
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -184,3 +186,18 @@ def test_device_is_the_current_gpu_once_cuda_runs(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)  # a rank that chose GPU 1
     assert hardware.device() == torch.device("cuda", 1)
+
+
+@pytest.mark.slow
+def test_a_graded_speedup_holds_on_a_busy_machine_and_a_poor_choice_still_fails():
+    if hardware.cpu_cores() < 2:
+        pytest.skip("one core: two ranks cannot run at once")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another grading job
+    try:
+        good = timing.grade_ddp_speedup(2048, ranks=2)
+        poor = timing.grade_ddp_speedup(16, ranks=2)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert good.passed, str(good)
+    assert not poor.passed, str(poor)
