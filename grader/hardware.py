@@ -6,6 +6,7 @@ figure is never read without the hardware it came from.
 
 import os
 import platform
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,3 +139,32 @@ def describe():
     names = Counter((g.name, g.memory_gib) for g in listed)
     parts = ", ".join(f"{n}x {name} ({mem:g} GiB)" for (name, mem), n in names.items())
     return f"{parts}, {cores} CPU cores, torch {torch.__version__}"
+
+
+def nccl_notes(nprocs, shm="/dev/shm", meminfo="/proc/meminfo"):
+    """What on this machine may stop ``nprocs`` NCCL ranks from starting, and what to change.
+
+    NCCL ranks on one machine pass data through shared memory (a container's /dev/shm is
+    often 64 MiB), and each CUDA process takes host memory of its own.
+
+    >>> nccl_notes(1, shm="/", meminfo="/nonexistent")
+    []
+    """
+    notes = []
+    try:
+        free_mib = shutil.disk_usage(shm).free / 2**20
+    except OSError:
+        free_mib = None
+    if free_mib is not None and free_mib < 512:
+        notes.append(f"{shm} has {free_mib:.0f} MiB free: NCCL ranks exchange data through it and may fail "
+                     f"with 'unhandled system error'. Give the container more: docker run --shm-size=2g, "
+                     f"or a memory-backed emptyDir mounted at /dev/shm on Kubernetes.")
+    try:
+        with open(meminfo) as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        kib = None
+    if kib is not None and kib / 2**20 < 2 * nprocs:
+        notes.append(f"{kib / 2**20:.1f} GiB of memory is available for {nprocs} ranks, and each CUDA "
+                     f"process needs about 2 GiB of host memory: start fewer ranks or free memory.")
+    return notes

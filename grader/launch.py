@@ -79,6 +79,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     backend = backend or hardware.backend()
     if backend == "nccl" and nprocs > hardware.gpu_count():
         raise ValueError(f"nccl needs one GPU per rank: {nprocs} ranks, {hardware.gpu_count()} GPUs")
+    if backend == "nccl":
+        for note in hardware.nccl_notes(nprocs):
+            print("note:", note)
     if threads_per_rank is None:
         threads_per_rank = max(1, hardware.cpu_cores() // nprocs)
     if start_method is None:

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -201,3 +202,15 @@ def test_a_graded_speedup_holds_on_a_busy_machine_and_a_poor_choice_still_fails(
         hog.wait()
     assert good.passed, str(good)
     assert not poor.passed, str(poor)
+
+
+def test_nccl_notes_say_when_shared_or_host_memory_is_short(tmp_path, monkeypatch):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       32000000 kB\nMemAvailable:    3000000 kB\n")
+    monkeypatch.setattr(hardware.shutil, "disk_usage", lambda path: SimpleNamespace(free=64 * 2**20))
+    notes = hardware.nccl_notes(2, meminfo=meminfo)
+    assert len(notes) == 2 and "64 MiB free" in notes[0] and "--shm-size" in notes[0]
+    assert "2.9 GiB of memory is available for 2 ranks" in notes[1]
+    monkeypatch.setattr(hardware.shutil, "disk_usage", lambda path: SimpleNamespace(free=8 * 2**30))
+    assert hardware.nccl_notes(1, meminfo=meminfo) == []
+
