@@ -13,6 +13,19 @@ pytestmark = pytest.mark.slow
 # Mutants: plausible wrong answers a student might write, one student each. Each must lose
 # exactly its challenge's points. Every challenge keeps at least one (a test checks it); a
 # mutant that scores is a bug in the challenge.
+# Every rank trains on the whole global batch: the same parameters as DDP, by the wrong route.
+ON_THE_GLOBAL_BATCH = """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = mlp(in_features=16, hidden=32).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+"""
 MUTANTS = {
     "00_foundations": {
         "efficiency_times_n": ("c1_speedup", """
@@ -98,30 +111,9 @@ def shard_indices(n, world_size, epoch, seed=0):
     return [list(DistributedSampler(range(n), num_replicas=world_size, rank=r, shuffle=True, seed=seed))
             for r in range(world_size)]
 """),
-        "plain_model_on_the_global_batch": ("c2_ddp_train", """
-def ddp_train(steps, per_rank):
-    rank, world, device = init_distributed()
-    model = mlp(in_features=16, hidden=32).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
-"""),
-        "ddp_on_the_global_batch": ("c2_ddp_train", """
-def ddp_train(steps, per_rank):
-    rank, world, device = init_distributed()
-    model = DDP(mlp(in_features=16, hidden=32).to(device))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
-"""),
+        "plain_model_on_the_global_batch": ("c2_ddp_train", ON_THE_GLOBAL_BATCH),
+        "ddp_on_the_global_batch": ("c2_ddp_train", ON_THE_GLOBAL_BATCH.replace(
+            "model = mlp(in_features=16, hidden=32).to(device)", "model = DDP(mlp(in_features=16, hidden=32).to(device))")),
         "sums_without_dividing": ("c3_average", """
 def average_gradients(model):
     for p in model.parameters():
