@@ -434,7 +434,6 @@ def test_written_script_runs_under_two_torchrun_agents(tmp_path):
     torch.testing.assert_close(ddp, single, atol=1e-5, rtol=1e-5)
 
 
-
 def sleeps_forever():
     import pathlib
     import time
