@@ -403,18 +403,21 @@ def test_written_script_runs_under_two_torchrun_agents(tmp_path):
         "from grader.launch import init_distributed\nfrom grader.models import mlp, synthetic_batch\n"))
     port = free_port()
     env = dict(os.environ, RESULT_FILE=str(tmp_path / "params.json"), OMP_NUM_THREADS="1")
-    # Both "machines" are this one, so say which agent hosts the rendezvous store, as the
-    # first node of a real cluster would; left to guess, both may try to host it.
+    # Two "machines" on this one, started as a cluster's nodes are: each told its node rank and
+    # the first node's address. Every address is 127.0.0.1, so nothing depends on how this
+    # machine's hostname resolves.
     logs = [tmp_path / f"node{node}.log" for node in range(2)]
     agents = [subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=course-test",
-         f"--rdzv-conf=is_host={int(node == 0)}", str(script)],
+         f"--node-rank={node}", "--master-addr=127.0.0.1", f"--master-port={port}",
+         "--local-addr=127.0.0.1", str(script)],
         env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,  # a full pipe could stall an agent
         start_new_session=True)
         for node, log in enumerate(logs)]
     try:
         codes = [a.wait(timeout=120) for a in agents]
+    except subprocess.TimeoutExpired:
+        codes = None
     finally:
         for a in agents:  # an agent and its workers, whatever happened
             with contextlib.suppress(ProcessLookupError):
