@@ -42,6 +42,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from . import hardware
 
 START_LIMIT = 120  # seconds for every rank to be running (spawned ranks import torch afresh)
+EXIT_LIMIT = 30  # seconds for the processes to exit once every rank has left its group
 RUN_DIR = "COURSE_LAUNCH_DIR"  # set on ranks started by launch(); unset under torchrun
 BACKEND = "COURSE_LAUNCH_BACKEND"
 
@@ -115,7 +116,7 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     # ``timeout`` counts from the moment every rank runs: starting them (a second when
     # forked, several when spawned) is not the function's time. Starting has its own limit.
     deadline = time.monotonic() + START_LIMIT + timeout
-    started = timed_out = False
+    started = finished = timed_out = False
     with _quiet_elastic_logs():
         try:
             thread.start()
@@ -123,6 +124,10 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
                 run.show_new_output()
                 if not started and len(run.pids()) == nprocs:
                     started, deadline = True, time.monotonic() + timeout
+                # Once every rank has left its group the function is done; exiting a
+                # process (slow on a busy machine) is not the function's time either.
+                if started and not finished and run.all_left():
+                    finished, deadline = True, time.monotonic() + EXIT_LIMIT
                 if time.monotonic() > deadline:
                     timed_out = True
                     run.stop(dump_stacks=True)
@@ -154,6 +159,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         raise RankError(f"rank {rank} of {nprocs} raised{others}; the other ranks were stopped.\n\n{tb}")
     if timed_out:
         where = "\n".join(f"--- rank {r} ---\n{_innermost(stacks[r])}" for r in stuck)
+        if finished:
+            raise LaunchTimeout(f"every rank finished, but the processes had not exited "
+                                f"{EXIT_LIMIT} s later and were stopped")
         if not started:
             raise LaunchTimeout(f"ranks {stuck} of {nprocs} had not started after {START_LIMIT + timeout} s "
                                 f"and were stopped (a machine short of memory or processes?)")
@@ -198,6 +206,9 @@ class _Run:
 
     def load(self, name):
         return cloudpickle.loads((self.dir / name).read_bytes())
+
+    def all_left(self):
+        return all((self.dir / f"left.{r}").exists() for r in range(self.nprocs))
 
     def pids(self):
         return [int(t) for r in range(self.nprocs) if (t := self.read(f"pid.{r}").strip())]
