@@ -4,6 +4,8 @@
 #   make test      set up, then run the whole test suite
 #   make quick     set up, then run the fast tests only (no notebooks, nbgrader or browser)
 #   make release   regenerate release/ from source/ with nbgrader
+#   make sheets    regenerate the cheat sheets in notebooks/cheatsheets/ from grader/content
+#   make anki      export every topic's cards and questions to notebooks/anki/*.apkg
 #
 # Set-up makes a virtual environment in .venv. It reuses an installed torch (a GPU
 # hub's) when there is one; otherwise it installs $(TORCH_SPEC) (torch==2.13.0, a CPU
@@ -23,7 +25,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup lab test quick release browser
+.PHONY: setup lab test quick release sheets anki browser
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -56,3 +58,10 @@ quick: setup
 
 release: setup
 	for dir in source/*/; do nbgrader generate_assignment "$$(basename $$dir)" --force; done
+
+sheets: setup
+	$(PY) -m grader.study.sheets
+
+anki: setup
+	$(PY) -m grader.study.anki --out notebooks/anki
+	$(PY) -m grader.study.anki --each --out notebooks/anki

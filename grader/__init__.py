@@ -5,11 +5,11 @@ One module per concern:
 - ``grader.hardware``: what this machine has and which device/backend to use
 - ``grader.timing``: honest timers, speedup and efficiency
 - ``grader.checks``: assertions for challenge cells, with messages that teach
-- ``grader.cards``: flashcard widgets fed from ``grader/content/cards``
-- ``grader.quiz``: multiple-choice quiz widgets fed from ``grader/content/quiz``
 - ``grader.launch``: run a notebook function on N ranks with torch's elastic launcher
 - ``grader.models``: the small model and synthetic data the lessons train on
 - ``grader.plots``: matplotlib figures for measurements
+- ``grader.study``: the review side (flashcards, quizzes, explain, predict, timed sets,
+  spaced repetition, progress, cheat sheets, Anki export), fed from ``grader/content``
 """
 
 __version__ = "0.1.0"

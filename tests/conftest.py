@@ -4,11 +4,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Study progress written by tests (and by the kernels they start) never lands in a real home.
+os.environ["COURSE_PROGRESS"] = str(Path(tempfile.mkdtemp(prefix="course-progress-")) / "progress.json")
 LESSONS = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
 
 

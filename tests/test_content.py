@@ -5,9 +5,9 @@ import json
 import pytest
 
 from grader import content
-from grader.cards import Flashcards, load_deck, show_cards
 from grader.content import ContentError
-from grader.quiz import Quiz, load_questions, show_quiz
+from grader.study.cards import Flashcards, load_deck, show_cards
+from grader.study.quiz import Quiz, load_questions, show_quiz
 
 
 @pytest.mark.parametrize("topic", content.topics("cards"))
@@ -33,11 +33,15 @@ def write(tmp_path, data, name="deck.json"):
 
 
 @pytest.mark.parametrize("cards, message", [
-    ([{"level": "beginner", "front": "Q"}], "entry 1 ('Q'): missing 'back'"),
-    ([{"level": "beginner", "front": "Q", "back": "A"},
-      {"level": "guru", "front": "Second", "back": "A"}], "entry 2 ('Second'): level 'guru'"),
-    ([{"level": "beginner", "front": "  ", "back": "A"}], "'front' is empty"),
-    ([{"level": "beginner", "front": 3, "back": "A"}], "'front' should be str"),
+    ([{"id": "c-1", "level": "beginner", "front": "Q"}], "entry 1 [c-1] ('Q'): missing 'back'"),
+    ([{"id": "c-1", "level": "beginner", "front": "Q", "back": "A"},
+      {"id": "c-2", "level": "guru", "front": "Second", "back": "A"}], "entry 2 [c-2] ('Second'): level 'guru'"),
+    ([{"id": "c-1", "level": "beginner", "front": "  ", "back": "A"}], "'front' is empty"),
+    ([{"id": "c-1", "level": "beginner", "front": 3, "back": "A"}], "'front' should be str"),
+    ([{"level": "beginner", "front": "Q", "back": "A"}], "entry 1: 'id' should be lower-case words"),
+    ([{"id": "Card 1", "level": "beginner", "front": "Q", "back": "A"}], "got 'Card 1'"),
+    ([{"id": "c-1", "level": "beginner", "front": "Q", "back": "A"},
+      {"id": "c-1", "level": "beginner", "front": "Q2", "back": "A"}], "entry 2: id 'c-1' is used twice"),
     (["just text"], "entry 1: expected an object"),
     ([], "non-empty list 'cards'"),
 ])
@@ -57,21 +61,23 @@ def test_deck_that_is_not_json_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("question, message", [
-    ({"question": "Q", "choices": ["a"], "answer": 0, "explanation": "e"}, "at least two"),
-    ({"question": "Q", "choices": ["a", "b"], "answer": 2, "explanation": "e"}, "'answer' 2 is not an index"),
-    ({"question": "Q", "choices": ["a", "b"], "answer": True, "explanation": "e"}, "'answer' should be int"),
-    ({"question": "Q", "choices": ["a", "b"], "answer": 0}, "missing 'explanation'"),
+    ({"id": "q-1", "question": "Q", "choices": ["a"], "answer": 0, "explanation": "e"}, "at least two"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 2, "explanation": "e"},
+     "'answer' 2 is not an index"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": True, "explanation": "e"},
+     "'answer' should be int"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 0}, "missing 'explanation'"),
 ])
 def test_malformed_question_names_file_and_entry(tmp_path, question, message):
     path = write(tmp_path, {"questions": [question]})
     with pytest.raises(ContentError) as e:
         load_questions(path)
-    assert str(path) in str(e.value) and "entry 1" in str(e.value) and message in str(e.value)
+    assert str(path) in str(e.value) and "q-1" in str(e.value) and message in str(e.value)
 
 
-CARDS = [{"level": "beginner", "front": "F1", "back": "B1"},
-         {"level": "expert", "front": "F2", "back": "B2"},
-         {"level": "beginner", "front": "F3", "back": "B3"}]
+CARDS = [{"id": "t-1", "level": "beginner", "front": "F1", "back": "B1"},
+         {"id": "t-2", "level": "expert", "front": "F2", "back": "B2"},
+         {"id": "t-3", "level": "beginner", "front": "F3", "back": "B3"}]
 
 
 def test_flashcards_flip_move_and_wrap():
@@ -88,12 +94,16 @@ def test_flashcards_flip_move_and_wrap():
 
 def test_flashcards_keys():
     deck = Flashcards(CARDS)
-    deck.keys.value = "f"
-    assert deck.revealed and deck.keys.value == ""
-    deck.keys.value = "n"
+    deck.press(" ")
+    assert deck.revealed
+    deck.press("ArrowRight")
     assert deck.index == 1 and not deck.revealed
-    deck.keys.value = "x"  # unknown keys are ignored
-    assert deck.index == 1
+    deck.press("ArrowLeft")
+    deck.press("x")  # unknown keys are ignored
+    assert deck.index == 0 and not deck.revealed
+    # The browser sends keydown events through ipyevents; the deck handles them the same way.
+    deck.keys._handle_mouse_msg(deck.keys, {"event": "keydown", "key": " "}, [])
+    assert deck.revealed
 
 
 def test_flashcards_filter_and_shuffle():
@@ -101,12 +111,12 @@ def test_flashcards_filter_and_shuffle():
     deck.level.value = "expert"
     assert deck.counter.value == "card 1 of 1" and "F2" in deck.face.value
     deck.level.value = "advanced"
-    assert deck.card is None and "no cards" in deck.counter.value
+    assert deck.card is None and "No cards at this level" in deck.face.value
     deck.move(1)  # nothing to move through, nothing breaks
     deck.level.value = "all levels"
     deck.shuffle()
     assert sorted(c["front"] for c in deck.cards) == ["F1", "F2", "F3"]
-    assert show_cards("foundations", level="beginner").level.value == "beginner"
+    assert show_cards("foundations", level="beginner", progress=None).level.value == "beginner"
 
 
 def test_quiz_feedback_and_score_counts_first_answers():

@@ -23,7 +23,9 @@ def test_environment_yml_pins_the_same_packages_as_pyproject():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     wanted = {CONDA_NAMES.get(n, n): v for n, v in requirements(pyproject["project"]["dependencies"]).items()}
     env = yaml.safe_load((REPO / "environment.yml").read_text())
-    conda = requirements(d for d in env["dependencies"] if isinstance(d, str))
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    conda = requirements([d for d in env["dependencies"] if isinstance(d, str)]
+                         + [d for d in pip if not d.startswith("-e")])
     conda.pop("python"), conda.pop("pip")
     assert conda == wanted
     # Everything but torch (whose build follows the hub's GPUs) has an upper bound or a pin.

@@ -122,15 +122,16 @@ def test_ddp_measurement_follows_the_gpus_at_hand(monkeypatch):
 
 
 def test_record_forwards_sees_wrappers_depth_and_batches():
-    net = nn.Sequential(nn.Linear(3, 2))
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # one device: one call, no replicas
+    net = nn.Sequential(nn.Linear(3, 2)).to(device)
     with record.forwards(inputs=True) as seen:
-        nn.DataParallel(net)(torch.ones(5, 3))  # no GPU: a pass-through wrapper
-        net(torch.zeros(2, 3))
+        nn.DataParallel(net, device_ids=[0] if device == "cuda" else None)(torch.ones(5, 3, device=device))
+        net(torch.zeros(2, 3, device=device))
     assert [(f.module, f.depth, f.rows) for f in seen] == [
         ("DataParallel", 0, 5), ("Sequential", 1, 5), ("Linear", 2, 5),
         ("Sequential", 0, 2), ("Linear", 1, 2)]
-    assert torch.equal(seen[3].input, torch.zeros(2, 3))
-    net(torch.ones(1, 3))
+    assert torch.equal(seen[3].input.cpu(), torch.zeros(2, 3))
+    net(torch.ones(1, 3, device=device))
     assert len(seen) == 5  # nothing recorded once the block is left
 
 

@@ -6,10 +6,12 @@ names the file and the entry when something is wrong.
 """
 
 import json
+import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LEVELS = ("beginner", "intermediate", "advanced", "expert")
+ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
 class ContentError(ValueError):
@@ -28,6 +30,8 @@ def topics(kind):
 def load_entries(path, list_key, required):
     """Read ``path`` and return its list ``list_key``, each entry checked for ``required`` fields.
 
+    Every entry also needs an ``id`` (lower-case words joined by hyphens, unique in the
+    file): progress and exports refer to entries by it, so it never changes once written.
     ``required`` maps a field to its type. Raises :class:`ContentError` naming the file
     and the entry (by number and, where it has one, its first words).
 
@@ -44,10 +48,18 @@ def load_entries(path, list_key, required):
     entries = data.get(list_key) if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ContentError(f"{path}: expected an object with a non-empty list {list_key!r}")
+    seen = set()
     for i, entry in enumerate(entries, 1):
         where = f"{path}: entry {i}"
         if not isinstance(entry, dict):
             raise ContentError(f"{where}: expected an object, got {type(entry).__name__}")
+        if not isinstance(entry.get("id"), str) or not ID.fullmatch(entry["id"]):
+            raise ContentError(f"{where}: 'id' should be lower-case words joined by hyphens, "
+                               f"got {entry.get('id')!r}")
+        if entry["id"] in seen:
+            raise ContentError(f"{where}: id {entry['id']!r} is used twice")
+        seen.add(entry["id"])
+        where += f" [{entry['id']}]"
         first = next((entry[k] for k in required if k != "level" and isinstance(entry.get(k), str)), "")
         if first:
             where += f" ({first[:40]!r})"

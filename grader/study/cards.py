@@ -1,17 +1,27 @@
-"""Flashcards as an ipywidget: level, front and back, reveal by click or key.
+"""Flashcards: reveal, rate and come back when they are due.
 
-Decks are data: ``grader/content/cards/<topic>.json``, a list of cards each with
-``level`` (beginner, intermediate, advanced, expert), ``front`` and ``back``.
+Decks are data: ``grader/content/cards/<topic>.json``, a list of cards each with an ``id``,
+a ``level`` (beginner, intermediate, advanced, expert), a ``front`` and a ``back``.
+After revealing a card, rating it (Again, Hard, Good, Easy) saves its next review date in
+the progress file (:mod:`.schedule`, :mod:`.progress`). With the mouse over a deck, keys
+work too: space flips, ← and → move, 1–4 rate.
 """
 
+import datetime
+import html
 import random
 from pathlib import Path
 
 import ipywidgets as w
+from ipyevents import Event
 
-from .content import HERE, LEVELS, load_entries
+from ..content import HERE, LEVELS, load_entries, topics
+from . import schedule
+from .progress import Progress
 
 CARD_FIELDS = {"level": str, "front": str, "back": str}
+KEYS = {" ": "flip", "ArrowRight": "next", "ArrowLeft": "previous",
+        "1": "again", "2": "hard", "3": "good", "4": "easy"}
 
 
 def load_deck(topic_or_path):
@@ -26,22 +36,46 @@ def load_deck(topic_or_path):
     return load_entries(path, "cards", CARD_FIELDS)
 
 
+def when_text(due, now):
+    """A due date as a learner reads it.
+
+    >>> t = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    >>> when_text(t + datetime.timedelta(minutes=10), t), when_text(t + datetime.timedelta(days=3), t)
+    ('in 10 minutes', 'in 3 days (2026-01-04)')
+    """
+    seconds = (due - now).total_seconds()
+    if seconds < 3600:
+        return f"in {max(1, round(seconds / 60))} minutes"
+    if seconds < 86400:
+        return f"in {round(seconds / 3600)} hours"
+    days = round(seconds / 86400)
+    return f"in {days} day{'s' * (days != 1)} ({due.date().isoformat()})"
+
+
 class Flashcards:
-    """A deck shown one card at a time.
+    """A deck shown one card at a time; rating a revealed card schedules it.
 
-    Click *Reveal* (or type ``f`` in the key box) to flip; ``n`` and ``p`` move on
-    and back; *Shuffle* reorders; the level menu filters.
+    ``session=True`` makes it a review session: a rated card leaves the queue.
+    ``progress=None`` keeps nothing (ratings only move on); ``clock`` gives the time.
 
-    >>> deck = Flashcards(load_deck("foundations"))
-    >>> deck.flip(); deck.revealed
+    >>> import tempfile, pathlib
+    >>> store = Progress(pathlib.Path(tempfile.mkdtemp()) / "progress.json")
+    >>> deck = Flashcards(load_deck("foundations"), progress=store)
+    >>> deck.rate("good") is None           # not revealed yet: nothing to rate
+    True
+    >>> deck.flip(); deck.rate("good")["state"]
+    1
+    >>> list(store.read()["cards"]) == [load_deck("foundations")[0]["id"]]
     True
     """
 
-    def __init__(self, cards, seed=None):
+    def __init__(self, cards, seed=None, progress=None, session=False, clock=schedule.now,
+                 fuzz=True, title=""):
         self.all_cards = list(cards)
         self.cards = list(self.all_cards)
         self.index = 0
         self.revealed = False
+        self.progress, self.session, self.clock, self.fuzz = progress, session, clock, fuzz
         self._rng = random.Random(seed)
 
         self.level = w.Dropdown(options=["all levels", *LEVELS], description="Level")
@@ -51,31 +85,52 @@ class Flashcards:
         self.prev_button = w.Button(description="◀ Previous")
         self.next_button = w.Button(description="Next ▶")
         self.shuffle_button = w.Button(description="Shuffle")
-        self.keys = w.Text(placeholder="click here, then f = flip, n = next, p = previous",
-                           layout=w.Layout(width="24em"))
+        self.rate_buttons = [w.Button(description=r.capitalize(), tooltip=f"key {i}")
+                             for i, r in enumerate(schedule.RATINGS, 1)]
+        self.status = w.HTML(progress.notice if progress else "")
         for widget, css in [(self.face, "card-face"), (self.reveal_button, "card-reveal"),
                             (self.next_button, "card-next"), (self.prev_button, "card-prev"),
-                            (self.keys, "card-keys"), (self.counter, "card-counter")]:
+                            (self.counter, "card-counter"), (self.status, "card-status")]:
             widget.add_class(css)
+        for rating, button in zip(schedule.RATINGS, self.rate_buttons):
+            button.add_class(f"card-rate-{rating}")
+            button.on_click(lambda _, r=rating: self.rate(r))
 
         self.reveal_button.on_click(lambda _: self.flip())
         self.next_button.on_click(lambda _: self.move(1))
         self.prev_button.on_click(lambda _: self.move(-1))
         self.shuffle_button.on_click(lambda _: self.shuffle())
         self.level.observe(lambda ch: self.filter(ch["new"]), names="value")
-        self.keys.observe(self._on_key, names="value")
 
         self.widget = w.VBox([
+            w.HTML(f"<b>{html.escape(title)}</b>") if title else w.HTML(),
             w.HBox([self.level, self.counter]),
             self.face,
             w.HBox([self.prev_button, self.reveal_button, self.next_button, self.shuffle_button]),
-            self.keys,
+            w.HBox([w.Label("How well did you know it?"), *self.rate_buttons]),
+            self.status,
+            w.HTML("<small>Mouse over the deck: <kbd>space</kbd> flips, <kbd>←</kbd> <kbd>→</kbd> "
+                   "move, <kbd>1</kbd>–<kbd>4</kbd> rate.</small>"),
         ])
+        self.widget.add_class("card-deck")
+        # Keys reach the kernel while the mouse is over the deck (and nowhere else).
+        self.keys = Event(source=self.widget, watched_events=["keydown"])
+        self.keys.on_dom_event(lambda event: self.press(event.get("key", "")))
         self._render()
 
     @property
     def card(self):
         return self.cards[self.index] if self.cards else None
+
+    def press(self, key):
+        """Act on a key as the deck does in the browser (``" "``, ``"ArrowRight"``, ``"3"``...)."""
+        action = KEYS.get(key)
+        if action == "flip":
+            self.flip()
+        elif action in ("next", "previous"):
+            self.move(1 if action == "next" else -1)
+        elif action:
+            self.rate(action)
 
     def flip(self):
         self.revealed = not self.revealed
@@ -98,21 +153,37 @@ class Flashcards:
         self.index, self.revealed = 0, False
         self._render()
 
-    def _on_key(self, change):
-        typed = change["new"]
-        if not typed:
-            return
-        action = {"f": self.flip, " ": self.flip, "n": lambda: self.move(1),
-                  "p": lambda: self.move(-1)}.get(typed[-1].lower())
-        self.keys.value = ""
-        if action:
-            action()
+    def rate(self, rating):
+        """Rate the revealed card; returns its new schedule (None if there was nothing to rate)."""
+        card = self.card
+        if card is None or not self.revealed:
+            self.status.value = "<i>Reveal the answer first, then rate how well you knew it.</i>"
+            return None
+        when = self.clock()
+        state = None
+        if self.progress is not None:
+            record = self.progress.update(lambda r: r["cards"].__setitem__(
+                card["id"], schedule.review(r["cards"].get(card["id"]), rating, when, self.fuzz)))
+            state = record["cards"][card["id"]]
+            self.status.value = (f"{rating.capitalize()}: this card comes back "
+                                 f"{when_text(schedule.due_at(state), when)}. {self.progress.notice}")
+        if self.session:
+            self.cards.remove(card)
+            self.index = self.index % len(self.cards) if self.cards else 0
+            self.revealed = False
+            self._render()
+        else:
+            self.move(1)
+        return state
 
     def _render(self):
         card = self.card
+        for button in self.rate_buttons:
+            button.disabled = not self.revealed
         if card is None:
-            self.counter.value = "no cards at this level"
-            self.face.value = ""
+            self.counter.value = ""
+            self.face.value = ("<p><b>All done for now.</b> Come back when more cards are due.</p>"
+                               if self.session else "<p>No cards at this level.</p>")
             return
         self.counter.value = f"card {self.index + 1} of {len(self.cards)}"
         side = card["back"] if self.revealed else card["front"]
@@ -128,13 +199,37 @@ class Flashcards:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def show_cards(topic, level=None, seed=None):
+def show_cards(topic, level=None, seed=None, progress="default"):
     """A :class:`Flashcards` widget for a topic, optionally one level only.
 
-    >>> show_cards("data_parallel", level="beginner").level.value
+    Ratings are saved in the progress file (``progress=None`` keeps nothing).
+
+    >>> show_cards("data_parallel", level="beginner", progress=None).level.value
     'beginner'
     """
-    deck = Flashcards(load_deck(topic), seed=seed)
+    deck = Flashcards(load_deck(topic), seed=seed,
+                      progress=Progress() if progress == "default" else progress)
     if level:
         deck.level.value = level
     return deck
+
+
+def review_due(topic_names=None, new=5, progress="default", clock=schedule.now):
+    """Today's review session: every card due now, from every topic, then a few new ones.
+
+    ``new`` is how many never-seen cards each topic adds.
+
+    >>> import tempfile, pathlib
+    >>> session = review_due(["ddp"], new=3, progress=Progress(pathlib.Path(tempfile.mkdtemp()) / "p.json"))
+    >>> len(session.cards)
+    3
+    """
+    store = Progress() if progress == "default" else progress
+    schedules = store.read()["cards"] if store else {}
+    when = clock()
+    cards = [c for topic in (topic_names or topics("cards"))
+             for c in schedule.due(load_deck(topic), schedules, when, new=new)]
+    cards.sort(key=lambda c: c["id"] not in schedules)  # due cards before new ones
+    seen = sum(c["id"] in schedules for c in cards)
+    return Flashcards(cards, progress=store, session=True, clock=clock,
+                      title=f"Due now: {seen} to review, {len(cards) - seen} new")

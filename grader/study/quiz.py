@@ -1,7 +1,7 @@
 """Multiple-choice quizzes as an ipywidget: immediate feedback, an explanation, a score.
 
 Question banks are data: ``grader/content/quiz/<topic>.json``, a list of questions
-each with ``question``, ``choices`` (at least two), ``answer`` (index of the right
+each with ``id``, ``question``, ``choices`` (at least two), ``answer`` (index of the right
 choice) and ``explanation``.
 """
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from .content import HERE, ContentError, load_entries
+from ..content import HERE, ContentError, load_entries
 
 QUESTION_FIELDS = {"question": str, "choices": list, "answer": int, "explanation": str}
 
@@ -24,14 +24,19 @@ def load_questions(topic_or_path):
     if path.suffix != ".json":
         path = HERE / "quiz" / f"{topic_or_path}.json"
     questions = load_entries(path, "questions", QUESTION_FIELDS)
-    for i, q in enumerate(questions, 1):
-        where = f"{path}: entry {i} ({q['question'][:40]!r})"
-        if len(q["choices"]) < 2 or not all(isinstance(c, str) and c.strip() for c in q["choices"]):
-            raise ContentError(f"{where}: 'choices' needs at least two non-empty strings")
-        if not 0 <= q["answer"] < len(q["choices"]):
-            raise ContentError(f"{where}: 'answer' {q['answer']} is not an index into "
-                               f"{len(q['choices'])} choices")
+    for q in questions:
+        check_choices(path, q)
     return questions
+
+
+def check_choices(path, entry):
+    """Raise :class:`ContentError` unless ``entry`` has two or more choices and a valid answer."""
+    where = f"{path}: entry [{entry['id']}]"
+    if len(entry["choices"]) < 2 or not all(isinstance(c, str) and c.strip() for c in entry["choices"]):
+        raise ContentError(f"{where}: 'choices' needs at least two non-empty strings")
+    if not 0 <= entry["answer"] < len(entry["choices"]):
+        raise ContentError(f"{where}: 'answer' {entry['answer']} is not an index into "
+                           f"{len(entry['choices'])} choices")
 
 
 class Quiz:

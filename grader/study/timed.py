@@ -1,0 +1,253 @@
+"""Timed challenge sets: five problems against the clock, limited attempts, a badge for all five.
+
+A set is data: ``grader/content/timed/<topic>.json`` with a ``badge`` name, ``seconds`` per
+problem (default 120), ``attempts`` per problem (default 2) and five ``problems``, one of
+each kind: predict, concept, hyperparameter, debug, metrics. Each problem has ``id``,
+``kind``, ``level``, ``title``, ``question``, ``choices``, ``answer``, ``hint`` and
+``explanation``, and may show ``code`` (a predict problem's program is run by the test
+suite, which checks its key).
+
+The clock starts when a problem is opened. The countdown in the widget is driven by the
+browser (a hidden ``Play`` widget ticks once a second), so the kernel is never blocked;
+the time itself is always read from :func:`time.monotonic`, which a test can replace.
+"""
+
+import datetime
+import html
+import json
+import time
+from pathlib import Path
+
+import ipywidgets as w
+
+from ..content import HERE, ContentError, load_entries
+from .progress import Progress
+from .quiz import check_choices
+
+KINDS = ("predict", "concept", "hyperparameter", "debug", "metrics")
+ICONS = {"predict": "❓ Predict the output", "concept": "🧠 Concept", "debug": "🔧 Debug",
+         "hyperparameter": "🎛 Hyperparameter", "metrics": "📈 Metrics"}
+PROBLEM_FIELDS = {"kind": str, "level": str, "title": str, "question": str, "choices": list,
+                  "answer": int, "hint": str, "explanation": str}
+
+
+def load_set(topic_or_path):
+    """A topic's challenge set: ``{"id", "badge", "seconds", "attempts", "problems"}``.
+
+    >>> s = load_set("ddp")
+    >>> sorted(p["kind"] for p in s["problems"]) == sorted(KINDS)
+    True
+    """
+    path = Path(topic_or_path)
+    if path.suffix != ".json":
+        path = HERE / "timed" / f"{topic_or_path}.json"
+    problems = load_entries(path, "problems", PROBLEM_FIELDS)
+    top = json.loads(path.read_text(encoding="utf-8"))
+    for p in problems:
+        check_choices(path, p)
+        if p["kind"] not in KINDS:
+            raise ContentError(f"{path}: entry [{p['id']}]: kind {p['kind']!r} is not one of {', '.join(KINDS)}")
+        if p["kind"] == "predict" and not isinstance(p.get("code"), str):
+            raise ContentError(f"{path}: entry [{p['id']}]: a predict problem needs its 'code'")
+    if sorted(p["kind"] for p in problems) != sorted(KINDS):
+        raise ContentError(f"{path}: a set has one problem of each kind: {', '.join(KINDS)}")
+    if not isinstance(top.get("badge"), str) or not top["badge"].strip():
+        raise ContentError(f"{path}: missing 'badge'")
+    return {"id": path.stem, "badge": top["badge"], "seconds": top.get("seconds", 120),
+            "attempts": top.get("attempts", 2), "problems": problems}
+
+
+class Attempt:
+    """One problem under the clock: ``answer`` it before time and attempts run out.
+
+    >>> t = [0.0]
+    >>> a = Attempt({"answer": 1}, seconds=120, attempts=2, clock=lambda: t[0])
+    >>> a.start(); a.answer(0), a.left
+    ('wrong', 1)
+    >>> t[0] = 121; a.answer(1), a.remaining()
+    ('time', 0)
+    """
+
+    def __init__(self, problem, seconds=120, attempts=2, clock=time.monotonic):
+        self.problem, self.seconds, self.left, self.clock = problem, seconds, attempts, clock
+        self.started = None
+        self.solved = False
+
+    def start(self):
+        if self.started is None:
+            self.started = self.clock()
+
+    def remaining(self):
+        """Whole seconds left (the full time before the problem is opened)."""
+        if self.started is None:
+            return self.seconds
+        return max(0, int(self.seconds - (self.clock() - self.started) + 0.999))
+
+    @property
+    def over(self):
+        return self.solved or self.left == 0 or self.remaining() == 0
+
+    def answer(self, choice):
+        """'right', 'wrong' (one attempt used), 'time' (too late) or 'over' (already done)."""
+        self.start()
+        if self.solved or self.left == 0:
+            return "over"
+        if self.remaining() == 0:
+            return "time"
+        if choice == self.problem["answer"]:
+            self.solved = True
+            return "right"
+        self.left -= 1
+        return "wrong"
+
+
+class ChallengeSet:
+    """A timed set shown one problem at a time, with a live countdown and a badge.
+
+    >>> t = [0.0]
+    >>> s = ChallengeSet(load_set("foundations"), clock=lambda: t[0], progress=None)
+    >>> [s.submit(i, p["answer"]) for i, p in enumerate(s.set["problems"])]
+    ['right', 'right', 'right', 'right', 'right']
+    >>> s.earned
+    True
+    """
+
+    def __init__(self, challenge_set, clock=time.monotonic, progress=None):
+        self.set = challenge_set
+        self.progress = progress
+        self.attempts = [Attempt(p, challenge_set["seconds"], challenge_set["attempts"], clock)
+                         for p in challenge_set["problems"]]
+        self.index = 0
+        self.reported = set()  # problems whose time-out has been shown
+
+        self.header, self.clock_label, self.body = w.HTML(), w.HTML(), w.HTML()
+        self.choices = w.RadioButtons(options=[], value=None, layout=w.Layout(width="auto"))
+        self.start_button = w.Button(description="Start", button_style="success")
+        self.submit_button = w.Button(description="Submit", button_style="primary")
+        self.hint_button = w.Button(description="💡 Hint")
+        self.prev_button, self.next_button = w.Button(description="◀"), w.Button(description="▶")
+        self.feedback, self.badge = w.HTML(), w.HTML()
+        # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
+        self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
+        for widget, css in [(self.clock_label, "timed-clock"), (self.feedback, "timed-feedback"),
+                            (self.start_button, "timed-start"), (self.submit_button, "timed-submit"),
+                            (self.hint_button, "timed-hint"), (self.next_button, "timed-next"),
+                            (self.badge, "timed-badge"), (self.header, "timed-header")]:
+            widget.add_class(css)
+        self.start_button.on_click(lambda _: self.open(self.index))
+        self.submit_button.on_click(lambda _: self.submit(self.index, self.choices.index))
+        self.hint_button.on_click(lambda _: self._hint())
+        self.prev_button.on_click(lambda _: self.show(self.index - 1))
+        self.next_button.on_click(lambda _: self.show(self.index + 1))
+        self.ticker.observe(lambda _: self._tick(), names="value")
+        self.widget = w.VBox([
+            w.HTML(f"<b>🎖 {html.escape(challenge_set['badge'])}</b>: answer all five to earn the "
+                   f"badge. {challenge_set['seconds'] // 60}:{challenge_set['seconds'] % 60:02d} "
+                   f"and {challenge_set['attempts']} attempts per problem."),
+            w.HBox([self.header, self.clock_label]), self.body, self.choices,
+            w.HBox([self.start_button, self.submit_button, self.hint_button,
+                    self.prev_button, self.next_button]),
+            self.feedback, self.badge, self.ticker])
+        self.show(0)
+
+    @property
+    def earned(self):
+        return all(a.solved for a in self.attempts)
+
+    def open(self, i):
+        """Show problem ``i`` and start its clock."""
+        self.show(i)
+        self.attempts[i].start()
+        self.ticker.playing = True
+        self._render()
+
+    def show(self, i):
+        """Show problem ``i`` without starting its clock."""
+        self.index = i % len(self.attempts)
+        problem = self.set["problems"][self.index]
+        self.choices.options = problem["choices"]
+        self.choices.value = None
+        self.feedback.value = ""
+        code = f"<pre>{html.escape(problem['code'])}</pre>" if problem.get("code") else ""
+        self.body.value = f"<p>{problem['question']}</p>{code}"
+        self._render()
+
+    def submit(self, i, choice):
+        """Answer problem ``i`` with choice index ``choice``; returns the outcome."""
+        attempt, problem = self.attempts[i], self.set["problems"][i]
+        if choice is None:
+            self.feedback.value = "<i>Pick an answer first.</i>"
+            return None
+        outcome = attempt.answer(choice)
+        if outcome == "right":
+            text = f"<span style='color:green'>✔ Right.</span> {problem['explanation']}"
+        elif outcome == "wrong":
+            text = (f"<span style='color:#c62828'>✘ Not this one.</span> {self._left(attempt)} "
+                    + (self._reveal(problem) if attempt.left == 0 else problem["explanation"]))
+        elif outcome == "time":
+            text = f"⏰ Time's up. {self._reveal(problem)}"
+        else:
+            text = f"This problem is done. {self._reveal(problem)}"
+        self.feedback.value = text
+        self._award()
+        self._render()
+        return outcome
+
+    def _reveal(self, problem):
+        right = problem["choices"][problem["answer"]]
+        return f"The answer: “{html.escape(right)}”. {problem['explanation']}"
+
+    @staticmethod
+    def _left(attempt):
+        return f"{attempt.left} left." if attempt.left else "No attempts left."
+
+    def _hint(self):
+        self.feedback.value = f"💡 {self.set['problems'][self.index]['hint']}"
+
+    def _award(self):
+        if not self.earned:
+            return
+        self.badge.value = f"<b>🎖 Badge earned: {html.escape(self.set['badge'])}</b>"
+        if self.progress is not None:
+            today = datetime.date.today().isoformat()
+            self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
+
+    def _tick(self):
+        attempt = self.attempts[self.index]
+        if attempt.started is not None and attempt.remaining() == 0 and not attempt.solved \
+                and attempt.left and self.index not in self.reported:
+            self.reported.add(self.index)
+            problem = self.set["problems"][self.index]
+            self.feedback.value = f"⏰ Time's up. {self._reveal(problem)}"
+        if not any(a.started is not None and not a.over for a in self.attempts):
+            self.ticker.playing = False  # nothing is running: stop ticking
+        self._render()
+
+    def _render(self):
+        problem, attempt = self.set["problems"][self.index], self.attempts[self.index]
+        self.header.value = (f"<b>{self.index + 1}/{len(self.attempts)} · {ICONS[problem['kind']]}"
+                             f"</b> · {problem['level']} · {html.escape(problem['title'])}")
+        left = attempt.remaining()
+        state = ("✔ solved" if attempt.solved else "not started" if attempt.started is None
+                 else "over" if attempt.over else "")
+        self.clock_label.value = (f"&nbsp;⏱ <b>{left // 60}:{left % 60:02d}</b> remaining · "
+                                  f"Attempts: {self._left(attempt)} {state}")
+        self.start_button.disabled = attempt.started is not None
+        self.submit_button.disabled = attempt.started is None or attempt.over
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def show_timed(topic, seconds=None, progress="default"):
+    """A topic's timed challenge set; ``seconds`` overrides the time per problem.
+
+    Earned badges are saved in the progress file (``progress=None`` keeps nothing).
+
+    >>> show_timed("ddp", seconds=30, progress=None).attempts[0].seconds
+    30
+    """
+    challenge_set = load_set(topic)
+    if seconds:
+        challenge_set["seconds"] = seconds
+    return ChallengeSet(challenge_set, progress=Progress() if progress == "default" else progress)

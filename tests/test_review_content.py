@@ -1,0 +1,87 @@
+"""Review content beyond cards and quizzes: every file loads, every answer key is run."""
+
+import contextlib
+import io
+import json
+
+import pytest
+import torch.distributed as dist
+
+from grader import content
+from grader.launch import launch
+from grader.study.explain import covered, load_prompts
+from grader.study.predict import load_predictions, run
+from grader.study.sheets import load_sheet
+from grader.study.timed import KINDS, load_set
+
+TOPICS = content.topics("cards")
+# How many items of each kind the five reference pages hold (see the seed map files).
+REFERENCE = {"000": {"card": 5, "question": 5, "explain": 2},
+             "001": {"card": 5, "question": 5, "explain": 2},
+             "002": {"card": 5, "question": 5, "explain": 2},
+             "003": {"problem": 5},
+             "004": {"problem": 5}}
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_every_topic_has_each_review_mode(topic):
+    assert len(load_prompts(topic)) >= 2
+    assert len(load_predictions(topic)) >= 3
+    assert sorted(p["kind"] for p in load_set(topic)["problems"]) == sorted(KINDS)
+    assert load_sheet(topic)["formulas"] and load_sheet(topic)["idioms"]
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_each_explain_prompt_covers_all_its_concepts_in_its_own_model_answer(topic):
+    for prompt in load_prompts(topic):
+        assert covered(prompt["answer"], prompt["concepts"]) == [c["name"] for c in prompt["concepts"]], prompt["id"]
+        assert covered(prompt["prompt"], prompt["concepts"]) != [c["name"] for c in prompt["concepts"]], \
+            f"{prompt['id']}: the prompt alone already covers every concept"
+
+
+def programs():
+    """(id, program, ranks, choices, answer) for every predict question and predict problem."""
+    for topic in TOPICS:
+        for q in load_predictions(topic):
+            yield q["id"], q.get("cpu_code", q["code"]), q.get("ranks", 1), q["choices"], q["answer"]
+        for p in load_set(topic)["problems"]:
+            if p["kind"] == "predict":
+                yield p["id"], p.get("cpu_code", p["code"]), p.get("ranks", 1), p["choices"], p["answer"]
+
+
+def run_on_rank(code):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "<predict>", "exec"), {"__name__": "__main__"})
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("item", list(programs()), ids=lambda item: item[0])
+def test_the_marked_choice_is_what_the_program_prints(item):
+    _, code, ranks, choices, answer = item
+    printed = run(code) if ranks == 1 else launch(run_on_rank, code, nprocs=2, backend="gloo",
+                                                  show_output=False, timeout=60)[0]
+    lines = printed.splitlines()
+    assert len(lines) == 1, f"the program should print one line, printed {printed!r}"
+    assert lines[0].strip() == choices[answer].strip()
+    assert [c for c in choices if c.strip() == lines[0].strip()] == [choices[answer]], "two choices are right"
+
+
+def test_every_reference_item_has_a_course_counterpart():
+    ids = set()
+    for kind in ("cards", "quiz", "explain", "predict", "timed"):
+        for path in (content.HERE / kind).glob("*.json"):
+            data = json.loads(path.read_text())
+            ids |= {e["id"] for key in ("cards", "questions", "prompts", "problems") for e in data.get(key, [])}
+    listed = {}
+    for topic in content.topics("seedmap"):
+        for item in content.load_entries(content.HERE / "seedmap" / f"{topic}.json", "items",
+                                         {"seed": str, "kind": str, "number": int, "about": str, "course": list}):
+            unknown = set(item["course"]) - ids
+            assert item["course"] and not unknown, f"{item['id']}: no course item {sorted(unknown)}"
+            listed.setdefault(item["seed"], {}).setdefault(item["kind"], set()).add(item["number"])
+    want = {seed: {kind: set(range(1, n + 1)) for kind, n in kinds.items()} for seed, kinds in REFERENCE.items()}
+    assert listed == want
+

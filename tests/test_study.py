@@ -1,0 +1,284 @@
+"""The study side's logic, without a browser: scheduling, progress, matching, timers, exports."""
+
+import datetime
+import json
+import sqlite3
+import subprocess
+import sys
+import zipfile
+
+import genanki
+import pytest
+
+from grader.content import ContentError, topics
+from grader.study import anki, schedule, sheets
+from grader.study.cards import Flashcards, load_deck, review_due
+from grader.study.dashboard import summary
+from grader.study.explain import Explain, covered, mentions
+from grader.study.progress import Progress
+from grader.study.quiz import load_questions
+from grader.study.timed import Attempt, ChallengeSet, load_set
+
+T0 = datetime.datetime(2026, 3, 1, 9, 0, tzinfo=datetime.timezone.utc)
+CARDS = [{"id": f"t-{i}", "level": "beginner", "front": f"F{i}", "back": f"B{i}"} for i in range(4)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Progress(tmp_path / "progress.json")
+
+
+# --- scheduling ---------------------------------------------------------------------------
+
+def test_ratings_order_the_next_review_and_good_twice_leaves_learning():
+    after = {r: schedule.due_at(schedule.review(None, r, T0, fuzz=False)) for r in schedule.RATINGS}
+    assert after["again"] <= after["hard"] <= after["good"] < after["easy"]
+    assert after["again"] - T0 < datetime.timedelta(minutes=10) and after["easy"] - T0 >= datetime.timedelta(days=1)
+    first = schedule.review(None, "good", T0, fuzz=False)
+    second = schedule.review(first, "good", schedule.due_at(first), fuzz=False)
+    assert schedule.due_at(second) - schedule.due_at(first) >= datetime.timedelta(days=1)
+
+
+def test_scheduling_without_fuzz_is_deterministic_and_rejects_unknown_ratings():
+    assert schedule.review(None, "hard", T0, fuzz=False) == schedule.review(None, "hard", T0, fuzz=False)
+    with pytest.raises(ValueError, match="again, hard, good, easy"):
+        schedule.review(None, "great", T0)
+
+
+def test_due_gives_due_cards_earliest_first_then_new_ones():
+    early = schedule.review(None, "again", T0, fuzz=False)
+    later = schedule.review(None, "good", T0, fuzz=False)
+    future = schedule.review(None, "easy", T0, fuzz=False)
+    schedules = {"t-0": later, "t-1": early, "t-2": future}
+    when = T0 + datetime.timedelta(hours=1)
+    assert [c["id"] for c in schedule.due(CARDS, schedules, when, new=5)] == ["t-1", "t-0", "t-3"]
+    assert [c["id"] for c in schedule.due(CARDS, schedules, when, new=0)] == ["t-1", "t-0"]
+
+
+# --- the progress file --------------------------------------------------------------------
+
+def test_a_missing_file_starts_fresh_and_says_where_progress_goes(store):
+    assert store.read() == {"version": 1, "cards": {}, "badges": {}}
+    assert "starting fresh" in store.notice and str(store.path) in store.notice
+    assert not store.path.exists()  # reading writes nothing
+
+
+@pytest.mark.parametrize("bad, why", [("", "empty"), ("{not json", "not valid JSON"),
+                                      ("[1, 2]", "expected an object"), ('{"cards": 3}', "'cards'")])
+def test_an_unreadable_file_is_kept_aside_untouched_and_named(store, bad, why):
+    store.path.write_text(bad)
+    record = store.update(lambda r: r["badges"].update(ddp="2026-03-01"))
+    assert record["badges"] == {"ddp": "2026-03-01"}
+    aside = list(store.path.parent.glob("progress.json.unreadable-*"))
+    assert len(aside) == 1 and aside[0].read_text() == bad
+    assert why in store.notice and str(aside[0]) in store.notice
+    store.path.write_text(bad)  # a second bad file in the same second gets its own name
+    store.read()
+    assert len(list(store.path.parent.glob("progress.json.unreadable-*"))) == 2
+
+
+def test_a_write_that_fails_leaves_the_previous_file_whole(store, monkeypatch):
+    store.update(lambda r: r["badges"].update(first="2026-03-01"))
+    before = store.path.read_bytes()
+
+    def dump_then_fail(obj, f, **kwargs):
+        f.write('{"version": 1, "cards": {"half')
+        raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dump", dump_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        store.update(lambda r: r["badges"].update(second="2026-03-02"))
+    assert store.path.read_bytes() == before
+    assert [p.name for p in store.path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+WRITER = """
+import sys
+from grader.study.progress import Progress
+store = Progress(sys.argv[1])
+for i in range(40):
+    store.update(lambda r: r["cards"].__setitem__(f"{sys.argv[2]}-{i}", {"due": "2026-01-01T00:00:00+00:00"}))
+"""
+
+
+def test_two_kernels_writing_at_once_lose_nothing(store):
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(store.path), name]) for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in writers] == [0, 0]
+    assert len(store.read()["cards"]) == 80
+
+
+# --- flashcards with ratings --------------------------------------------------------------
+
+def test_rating_a_revealed_card_saves_its_schedule_and_moves_on(store):
+    deck = Flashcards(CARDS, progress=store, clock=lambda: T0, fuzz=False)
+    assert deck.rate("good") is None and "Reveal the answer first" in deck.status.value
+    assert all(b.disabled for b in deck.rate_buttons)
+    deck.press(" ")
+    assert not any(b.disabled for b in deck.rate_buttons)
+    deck.press("3")
+    saved = store.read()["cards"]
+    assert list(saved) == ["t-0"] and saved["t-0"] == schedule.review(None, "good", T0, fuzz=False)
+    assert deck.index == 1 and "comes back in 10 minutes" in deck.status.value
+
+
+def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
+    first = {"fnd": load_deck("foundations")[0], "ddp": load_deck("ddp")[0]}
+    store.update(lambda r: r["cards"].update({c["id"]: schedule.review(None, "again", T0, fuzz=False)
+                                              for c in first.values()}))
+    later = T0 + datetime.timedelta(hours=2)
+    session = review_due(new=1, progress=store, clock=lambda: later)
+    ids = [c["id"] for c in session.cards]
+    assert sorted(ids[:2]) == sorted(c["id"] for c in first.values())
+    assert len(ids) == 2 + len(topics("cards")) and "2 to review" in session.widget.children[0].value
+    while session.cards:  # rating every card ends the session
+        session.flip()
+        session.rate("easy")
+    assert "All done" in session.face.value
+    assert not review_due(new=0, progress=store, clock=lambda: later).cards
+
+
+# --- explain ------------------------------------------------------------------------------
+
+def test_concepts_match_variants_and_phrases_not_scattered_words():
+    assert mentions("Gradients get AVERAGED across ranks", "average the gradient") is False
+    assert mentions("they average gradients", "averaged gradient")
+    assert mentions("uses all-reduce", "all reduce") and mentions("an allreduce", "allreduce")
+    concepts = [{"name": "one process per GPU", "phrases": ["process per gpu", "one process each"]},
+                {"name": "all-reduce", "phrases": ["all-reduce", "allreduce"]},
+                {"name": "buckets", "phrases": ["bucket"]}]
+    assert covered("DDP starts a process per GPU; buckets of gradients are all-reduced.", concepts) == \
+        ["one process per GPU", "all-reduce", "buckets"]
+    assert covered("nothing relevant", concepts) == []
+
+
+def test_explain_widget_names_covered_and_missed_concepts():
+    prompt = {"id": "x", "prompt": "Why?", "hint": "h", "answer": "MODEL",
+              "concepts": [{"name": "split", "phrases": ["split"]}, {"name": "gather", "phrases": ["gather"]},
+                           {"name": "replicate", "phrases": ["replica", "copy"]}]}
+    box = Explain(prompt)
+    box.text.value = "It splits the batch and copies the model."
+    box.submit.click()
+    assert box.result.value.startswith("<b>2 of 3 concepts covered.</b>")
+    assert "Covered: split, replicate" in box.result.value and "Missed: gather" in box.result.value
+    assert "MODEL" in box.result.value
+
+
+# --- timed sets ---------------------------------------------------------------------------
+
+def test_an_attempt_runs_out_of_tries_and_of_time():
+    t = [0.0]
+    a = Attempt({"answer": 2}, seconds=120, attempts=2, clock=lambda: t[0])
+    assert a.remaining() == 120 and not a.over
+    a.start()
+    t[0] = 30.2
+    assert a.remaining() == 90 and a.answer(0) == "wrong" and a.left == 1
+    assert a.answer(1) == "wrong" and a.left == 0 and a.over and a.answer(2) == "over"
+    b = Attempt({"answer": 2}, seconds=120, attempts=2, clock=lambda: t[0])
+    b.start()
+    t[0] += 120
+    assert b.remaining() == 0 and b.over and b.answer(2) == "time" and not b.solved
+
+
+def test_a_wrong_answer_shows_the_explanation_and_attempts_left(store):
+    t = [0.0]
+    s = ChallengeSet(load_set("ddp"), clock=lambda: t[0], progress=store)
+    problem = s.set["problems"][0]
+    s.start_button.click()
+    s.choices.index = (problem["answer"] + 1) % len(problem["choices"])
+    s.submit_button.click()
+    assert "1 left." in s.feedback.value and problem["explanation"] in s.feedback.value
+    assert problem["choices"][problem["answer"]] not in s.feedback.value.split("left.")[0]
+    s.hint_button.click()
+    assert problem["hint"] in s.feedback.value
+
+
+def test_the_countdown_expires_and_reveals_the_answer(store):
+    t = [0.0]
+    s = ChallengeSet(load_set("foundations"), clock=lambda: t[0], progress=store)
+    s.open(0)
+    assert "2:00" in s.clock_label.value and s.ticker.playing
+    t[0] = 119.5
+    s.ticker.value += 1
+    assert "0:01" in s.clock_label.value and "Time's up" not in s.feedback.value
+    t[0] = 121
+    s.ticker.value += 1
+    problem = s.set["problems"][0]
+    assert "0:00" in s.clock_label.value and "Time's up" in s.feedback.value
+    assert problem["choices"][problem["answer"]] in s.feedback.value
+    assert not s.ticker.playing and s.submit_button.disabled
+    assert s.submit(0, problem["answer"]) == "time"
+
+
+def test_all_five_right_earns_the_badge_once_and_keeps_it(store):
+    t = [0.0]
+    s = ChallengeSet(load_set("data_parallel"), clock=lambda: t[0], progress=store)
+    for i, p in enumerate(s.set["problems"]):
+        assert not s.earned
+        s.open(i)
+        assert s.submit(i, p["answer"]) == "right"
+    assert s.earned and s.set["badge"] in s.badge.value
+    assert list(store.read()["badges"]) == ["data_parallel"]
+    assert summary(store.read())[topics("cards").index("data_parallel")][4].startswith(s.set["badge"])
+
+
+def test_a_set_must_have_one_problem_of_each_kind(tmp_path):
+    data = json.loads((load_set.__globals__["HERE"] / "timed" / "ddp.json").read_text())
+    data["problems"][1]["kind"] = data["problems"][0]["kind"]
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ContentError, match="one problem of each kind"):
+        load_set(path)
+
+
+# --- cheat sheets and Anki ----------------------------------------------------------------
+
+@pytest.mark.parametrize("topic", topics("cards"))
+def test_cheat_sheets_are_in_sync_with_the_content(topic):
+    committed = sheets.OUT / f"{topic}.md"
+    assert committed.exists(), "run `make sheets`"
+    assert committed.read_text() == sheets.render(topic), "out of date: run `make sheets`"
+
+
+def test_a_cheat_sheet_holds_every_card_formula_and_idiom():
+    text = sheets.render("ddp")
+    data = sheets.load_sheet("ddp")
+    assert text.count("\n- **") == len(load_deck("ddp"))
+    assert all(f["formula"] in text for f in data["formulas"])
+    assert text.count("```python") == len(data["idioms"])
+
+
+def test_an_idiom_that_is_not_python_is_refused(tmp_path):
+    path = tmp_path / "sheet.json"
+    path.write_text(json.dumps({"formulas": [{"id": "f-1", "name": "n", "formula": "a = b", "note": "x"}],
+                                "idioms": [{"id": "i-1", "title": "t", "code": "def broken(:"}]}))
+    with pytest.raises(ContentError, match=r"\[i-1\]: 'code' is not valid Python"):
+        sheets.load_sheet(path)
+
+
+def anki_notes(path):
+    with zipfile.ZipFile(path) as z:
+        db = path.with_suffix(".anki2")
+        db.write_bytes(z.read("collection.anki2"))
+    with sqlite3.connect(db) as conn:
+        return {guid: flds.split("\x1f") for guid, flds in conn.execute("select guid, flds from notes")}
+
+
+def test_anki_export_has_a_note_per_item_with_guids_from_content_ids(tmp_path):
+    path = anki.export(["ddp"], tmp_path)
+    notes = anki_notes(path)
+    ids = [c["id"] for c in load_deck("ddp")] + [q["id"] for q in load_questions("ddp")]
+    assert set(notes) == {genanki.guid_for(i) for i in ids}
+    assert notes[genanki.guid_for("ddp-card-01")][3] == "ddp-card-01"
+    again = anki_notes(anki.export(["ddp"], tmp_path / "again"))
+    assert set(again) == set(notes)  # a re-export updates the same notes in Anki
+
+
+def test_anki_export_of_every_topic_is_one_file_with_a_deck_each(tmp_path):
+    path = anki.export(out=tmp_path)
+    assert path.name == "multi-gpu-course.apkg"
+    with zipfile.ZipFile(path) as z:
+        (tmp_path / "c.anki2").write_bytes(z.read("collection.anki2"))
+    with sqlite3.connect(tmp_path / "c.anki2") as conn:
+        decks = json.loads(conn.execute("select decks from col").fetchone()[0])
+    names = {d["name"] for d in decks.values()}
+    assert {f"Multi-GPU Training with PyTorch::{t}" for t in topics("cards")} <= names
