@@ -85,3 +85,17 @@ def test_every_reference_item_has_a_course_counterpart():
     want = {seed: {kind: set(range(1, n + 1)) for kind, n in kinds.items()} for seed, kinds in REFERENCE.items()}
     assert listed == want
 
+
+
+def test_ids_are_unique_across_every_content_file():
+    # Saved progress and Anki notes refer to an item by its id alone, whatever its file.
+    seen = {}
+    for path in sorted(content.HERE.glob("*/*.json")):
+        if path.parent.name == "seedmap":
+            continue
+        data = json.loads(path.read_text())
+        for entries in (v for v in data.values() if isinstance(v, list)):
+            for entry in (e for e in entries if isinstance(e, dict) and "id" in e):
+                assert entry["id"] not in seen, f"{entry['id']} is in {seen.get(entry['id'])} and {path}"
+                seen[entry["id"]] = path
+    assert len(seen) > 100

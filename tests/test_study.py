@@ -77,6 +77,15 @@ def test_an_unreadable_file_is_kept_aside_untouched_and_named(store, bad, why):
     assert len(list(store.path.parent.glob("progress.json.unreadable-*"))) == 2
 
 
+def test_review_widgets_say_at_once_that_an_unreadable_file_was_kept_aside(store):
+    for open_widget, status in [(lambda: Flashcards(CARDS, progress=store), lambda w: w.status.value),
+                                (lambda: ChallengeSet(load_set("ddp"), progress=store), lambda w: w.badge.value)]:
+        store.path.write_text("{not json")
+        shown = status(open_widget())  # before any rating or answer
+        aside = sorted(store.path.parent.glob("progress.json.unreadable-*"))[-1]
+        assert "could not be read" in shown and str(aside) in shown and aside.read_text() == "{not json"
+
+
 def test_a_write_that_fails_leaves_the_previous_file_whole(store, monkeypatch):
     store.update(lambda r: r["badges"].update(first="2026-03-01"))
     before = store.path.read_bytes()
@@ -149,6 +158,8 @@ def test_concepts_match_variants_and_phrases_not_scattered_words():
     assert covered("DDP starts a process per GPU; buckets of gradients are all-reduced.", concepts) == \
         ["one process per GPU", "all-reduce", "buckets"]
     assert covered("nothing relevant", concepts) == []
+    # Words ending in -ss keep their last s: the plural matches, the bare word still does.
+    assert mentions("two processes", "process") and mentions("the loss", "losses") and mentions("it passes", "pass")
 
 
 def test_explain_widget_names_covered_and_missed_concepts():

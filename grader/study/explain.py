@@ -27,9 +27,13 @@ def stem(word):
     True
     >>> stem("copies") == stem("copied") == stem("copy")
     True
+    >>> stem("processes") == stem("process"), stem("losses") == stem("loss")
+    (True, True)
     """
     if len(word) > 4 and word.endswith(("ies", "ied")):
         return word[:-3] + "y"
+    if word.endswith("ss"):  # process, pass, loss: no plural ending to take off
+        return word
     for suffix in SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]

@@ -127,6 +127,9 @@ class ChallengeSet:
         self.hint_button = w.Button(description="💡 Hint")
         self.prev_button, self.next_button = w.Button(description="◀"), w.Button(description="▶")
         self.feedback, self.badge = w.HTML(), w.HTML()
+        if progress is not None:
+            progress.read()  # a missing or unreadable file is reported as the widget opens
+            self.badge.value = html.escape(progress.notice)
         # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
         self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
         for widget, css in [(self.clock_label, "timed-clock"), (self.feedback, "timed-feedback"),
@@ -211,6 +214,8 @@ class ChallengeSet:
         if self.progress is not None:
             today = datetime.date.today().isoformat()
             self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
+            if self.progress.notice:
+                self.badge.value += f"<br>{html.escape(self.progress.notice)}"
 
     def _tick(self):
         attempt = self.attempts[self.index]
