@@ -212,6 +212,21 @@ def scores(course, lesson, student):
         return sub.score, sub.max_score, {g.name: g.score for g in sub.grades}
 
 
+def mutant_students(lesson):
+    """{student: {solution grade id: mutant name}}: the lesson's mutants packed into few students.
+
+    A student carries at most one mutant per challenge, so each notebook run (the costly
+    part of autograde) grades several wrong answers at once; per-cell scores tell them apart.
+    """
+    students = []
+    for name, (gid, _) in MUTANTS[lesson].items():
+        free = next((s for s in students if gid not in s), None)
+        if free is None:
+            students.append(free := {})
+        free[gid] = name
+    return {f"mutants_{i}": carried for i, carried in enumerate(students, 1)}
+
+
 @pytest.fixture(scope="module")
 def graded(released):
     """Every lesson autograded once, for a class with one kind of submission per student."""
@@ -219,8 +234,9 @@ def graded(released):
     for lesson in LESSONS:
         submit(released, "solver", lesson, submission(lesson))
         submit(released, "untouched", lesson, (REPO / "release" / lesson / f"{lesson}.ipynb").read_text())
-        for name, (gid, code) in MUTANTS[lesson].items():
-            submit(released, f"mutant_{name}", lesson, submission(lesson, answers={gid: code.lstrip()}))
+        for student, carried in mutant_students(lesson).items():
+            submit(released, student, lesson, submission(
+                lesson, answers={gid: MUTANTS[lesson][name][1].lstrip() for gid, name in carried.items()}))
     # The robustness cases on the first lesson only: each costs a full notebook run.
     submit(released, "tamperer", first, submission(
         first, answers={"c2_to_device": MUTANTS[first]["does_nothing"][1]}, tests={"c2_to_device_test": "pass"}))
@@ -255,9 +271,13 @@ def test_untouched_release_gets_zero(graded, lesson):
 @pytest.mark.parametrize("lesson, mutant", [(lesson, name) for lesson in LESSONS for name in MUTANTS[lesson]])
 def test_mutant_loses_exactly_its_challenges_points(graded, lesson, mutant):
     test_id = MUTANTS[lesson][mutant][0] + "_test"
-    score, max_score, per_cell = scores(graded[0], lesson, f"mutant_{mutant}")
+    student, carried = next((s, c) for s, c in mutant_students(lesson).items() if mutant in c.values())
+    _, _, per_cell = scores(graded[0], lesson, student)
     assert per_cell[test_id] == 0, f"{mutant} scored on {test_id}: the challenge accepts this wrong answer"
-    assert score == max_score - points(lesson)[test_id], per_cell
+    # Every challenge this student answered rightly keeps its points: the mutants cost only their own.
+    mutated = {f"{gid}_test" for gid in carried}
+    right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated}
+    assert {gid: per_cell[gid] for gid in right} == right, per_cell
 
 
 def test_tampered_test_cell_is_restored(graded):
