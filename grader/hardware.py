@@ -21,13 +21,18 @@ class GPU:
     memory_gib: float
 
 
+# Set in every CPU rank started by the course's launcher: such a rank uses no GPU (it may be
+# a fork of a process that started CUDA, where touching CUDA again would fail).
+CPU_RANK = "COURSE_CPU_RANK"
+
+
 def gpus():
     """The visible CUDA GPUs, in index order.
 
     >>> all(g.memory_gib > 0 for g in gpus())   # e.g. [GPU(0, 'NVIDIA H100 80GB HBM3', 79.1)]
     True
     """
-    if not torch.cuda.is_available():
+    if not gpu_count():
         return []
     found = []
     for i in range(torch.cuda.device_count()):
@@ -37,11 +42,13 @@ def gpus():
 
 
 def gpu_count():
-    """Number of visible CUDA GPUs (0 on a machine without them).
+    """Number of visible CUDA GPUs (0 on a machine without them, and in a CPU rank).
 
     >>> gpu_count() >= 0
     True
     """
+    if os.environ.get(CPU_RANK):
+        return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

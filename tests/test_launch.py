@@ -15,8 +15,8 @@ import torch.distributed as dist
 from nbclient import NotebookClient
 
 from grader import hardware
-from grader.launch import (LaunchTimeout, RankError, init_distributed, launch, progress, rank_backend, torchrun,
-                           write_script)
+from grader.launch import (LaunchTimeout, RankError, init_distributed, launch, progress, rank_backend,
+                           start_method_for, torchrun, write_script)
 from grader.models import mlp, synthetic_batch
 
 from conftest import free_port
@@ -254,16 +254,20 @@ def test_a_rank_stuck_after_its_result_is_named():
     assert "in <lambda>" in str(e.value)
 
 
-def test_workers_are_spawned_once_cuda_is_initialised(monkeypatch):
+def test_cpu_ranks_fork_even_once_cuda_is_initialised_and_see_no_gpu(monkeypatch):
     """The GPU-only path, checked on any machine: a forked rank inherits this process's
-    modules as they are, a spawned one imports them afresh."""
-    def inherited():
-        return hasattr(torch, "_course_parent_mark")
+    modules as they are (here, a mark and torch saying it has four GPUs with CUDA started);
+    a CPU rank must still fork, and must not touch a GPU."""
+    def seen():
+        return hasattr(torch, "_course_parent_mark"), hardware.gpu_count(), hardware.device().type
 
     monkeypatch.setattr(torch, "_course_parent_mark", True, raising=False)
-    assert launch(inherited, nprocs=2, backend="gloo", show_output=False) == [True, True]  # forked
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    assert launch(inherited, nprocs=2, backend="gloo", show_output=False) == [False, False]  # spawned
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert hardware.gpu_count() == 4  # the kernel still sees its GPUs
+    assert launch(seen, nprocs=2, backend="gloo", show_output=False) == [(True, 0, "cpu")] * 2
+    assert start_method_for("nccl") == "spawn"
 
 
 def test_torchrun_ranks_use_nccl_only_with_a_gpu_for_each_rank_here(monkeypatch):
@@ -355,7 +359,7 @@ def test_concurrent_launches_on_one_machine_do_not_collide(tmp_path):
 
 def test_notebook_functions_and_classes_with_fork_and_spawn(tmp_path):
     """In a real kernel, where __main__ is the notebook: both start methods (spawn is
-    what the launcher uses once CUDA is initialised in the kernel)."""
+    what NCCL ranks always use)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in [
         "import os\nfrom grader.launch import launch",
