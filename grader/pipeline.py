@@ -1,0 +1,144 @@
+"""Pipeline parallelism run for real: split a model into stages, run a schedule, time every step.
+
+Each rank holds one stage (a contiguous run of layers). A schedule (GPipe, 1F1B) feeds
+micro-batches through the stages; :func:`timeline` records when each stage ran the
+forward and the backward of each micro-batch, so the bubble (the time a stage waits)
+can be seen and measured rather than only computed from the formula.
+"""
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+from .launch import init_distributed, launch
+
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+
+
+@dataclass
+class Work:
+    """One forward (``"F"``) or backward (``"B"``) of one micro-batch on one rank, in seconds."""
+
+    rank: int
+    kind: str
+    micro: int
+    start: float
+    end: float
+
+
+def bubble_formula(stages, micro_batches):
+    """The idle fraction of a pipeline with equal stages: (p - 1) / (m + p - 1).
+
+    >>> bubble_formula(4, 1), bubble_formula(2, 8)
+    (0.75, 0.1111111111111111)
+    """
+    if stages < 1 or micro_batches < 1:
+        raise ValueError(f"need at least one stage and one micro-batch, got {stages} and {micro_batches}")
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def bubble_fraction(works):
+    """Measured idle fraction: 1 - (mean busy time per rank) / (time from first start to last end).
+
+    >>> bubble_fraction([Work(0, "F", 0, 0.0, 1.0), Work(1, "F", 0, 1.0, 2.0)])
+    0.5
+    """
+    ranks = {w.rank for w in works}
+    span = max(w.end for w in works) - min(w.start for w in works)
+    busy = sum(w.end - w.start for w in works) / len(ranks)
+    return 1 - busy / span
+
+
+def layer_stack(width=1024, layers=8, seed=0):
+    """``layers`` blocks of Linear(width, width) + ReLU, the same on every rank.
+
+    >>> layer_stack(16, 4)[0]
+    Sequential(
+      (0): Linear(in_features=16, out_features=16, bias=True)
+      (1): ReLU()
+    )
+    """
+    torch.manual_seed(seed)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(layers)])
+
+
+def split(model, stages):
+    """The ``nn.Sequential`` ``model`` cut into ``stages`` contiguous parts, as even as possible.
+
+    Earlier stages take the extra layers when they do not divide evenly.
+
+    >>> [len(part) for part in split(layer_stack(8, 5), 2)]
+    [3, 2]
+    """
+    if not 1 <= stages <= len(model):
+        raise ValueError(f"cannot cut {len(model)} layers into {stages} stages")
+    sizes = [len(chunk) for chunk in torch.arange(len(model)).tensor_split(stages)]
+    bounds = [sum(sizes[:i]) for i in range(stages + 1)]
+    return [model[bounds[i]:bounds[i + 1]] for i in range(stages)]
+
+
+@contextlib.contextmanager
+def timeline(stage, rank):
+    """Record every forward and backward ``stage`` runs while the block is open, as :class:`Work`.
+
+    Times are ``time.perf_counter()`` seconds, one clock for every process of a machine.
+    Only the computation is timed: a schedule waits for its received tensors before it
+    calls the stage, so waiting shows up as gaps between the records.
+    """
+    works = []
+
+    def timed(name, kind):
+        original = getattr(stage, name)
+
+        def run(micro, *args, **kwargs):
+            start = time.perf_counter()
+            out = original(micro, *args, **kwargs)
+            works.append(Work(rank, kind, micro, start, time.perf_counter()))
+            return out
+        setattr(stage, name, run)
+        return original
+
+    originals = {name: timed(name, kind) for name, kind in [("forward_one_chunk", "F"), ("backward_one_chunk", "B")]}
+    try:
+        yield works
+    finally:
+        for name, original in originals.items():
+            setattr(stage, name, original)
+
+
+def _schedule_rank(micro_batches, schedule, width, layers, batch, repeats):
+    """On each rank: its stage's part of the model, run ``repeats`` times; the last run's timeline."""
+    rank, world, device = init_distributed()
+    part = split(layer_stack(width, layers), world)[rank].to(device)
+    stage = PipelineStage(part, rank, world, device)
+    run = SCHEDULES[schedule](stage, micro_batches, loss_fn=nn.functional.mse_loss)
+    g = torch.Generator().manual_seed(0)
+    x, target = torch.randn(batch, width, generator=g).to(device), torch.randn(batch, width, generator=g).to(device)
+    for _ in range(repeats):  # the first runs warm up; the last one is kept
+        dist.barrier()
+        with timeline(stage, rank) as works:
+            if rank == 0:
+                run.step(x)
+            elif rank == world - 1:
+                run.step(target=target)
+            else:
+                run.step()
+        part.zero_grad(set_to_none=True)
+    return works
+
+
+def run_schedule(micro_batches, schedule="gpipe", stages=2, width=1024, layers=8, batch=1024, repeats=2):
+    """Run a pipeline schedule on ``stages`` fresh ranks and return the timeline (a list of :class:`Work`).
+
+    >>> works = run_schedule(2, stages=2, width=32, layers=2, batch=8)
+    >>> sorted((w.rank, w.kind, w.micro) for w in works)[:3]
+    [(0, 'B', 0), (0, 'B', 1), (0, 'F', 0)]
+    """
+    per_rank = launch(_schedule_rank, micro_batches, schedule, width, layers, batch, repeats,
+                      nprocs=stages, timeout=120, show_output=False)
+    return sorted((w for works in per_rank for w in works), key=lambda w: w.start)
