@@ -9,8 +9,6 @@ One module per concern:
 - ``grader.models``: the small model and synthetic data the lessons train on
 - ``grader.memory``: bytes of parameters, gradients, optimizer state and activations, measured and predicted
 - ``grader.pipeline``: pipeline stages and schedules run on ranks, with a timeline and the bubble measured
-- ``grader.memory``: bytes of parameters, gradients, optimizer state and activations, measured and predicted
-- ``grader.pipeline``: pipeline stages and schedules run on ranks, with a timeline and the bubble measured
 - ``grader.plots``: matplotlib figures for measurements
 - ``grader.study``: the review side (flashcards, quizzes, explain, predict, timed sets,
   spaced repetition, progress, cheat sheets, Anki export), fed from ``grader/content``

@@ -32,10 +32,8 @@ def gpus():
     >>> all(g.memory_gib > 0 for g in gpus())   # e.g. [GPU(0, 'NVIDIA H100 80GB HBM3', 79.1)]
     True
     """
-    if not gpu_count():
-        return []
     found = []
-    for i in range(torch.cuda.device_count()):
+    for i in range(gpu_count()):
         props = torch.cuda.get_device_properties(i)
         found.append(GPU(i, props.name, round(props.total_memory / 2**30, 1)))
     return found

@@ -68,16 +68,18 @@ class _Held:
     """What autograd keeps for one saved tensor; counts its storage while it is alive."""
 
     def __init__(self, tensor, tally, counts):
-        self.tensor, self.key, self.tally, self.counts = tensor, tensor.untyped_storage().data_ptr(), tally, counts
+        storage = tensor.untyped_storage()
+        self.tensor, self.key, self.nbytes = tensor, storage.data_ptr(), storage.nbytes()
+        self.tally, self.counts = tally, counts
         if counts.get(self.key, 0) == 0:
-            tally.current += tensor.untyped_storage().nbytes()
+            tally.current += self.nbytes
             tally.peak = max(tally.peak, tally.current)
         counts[self.key] = counts.get(self.key, 0) + 1
 
     def __del__(self):
         self.counts[self.key] -= 1
         if self.counts[self.key] == 0:
-            self.tally.current -= self.tensor.untyped_storage().nbytes()
+            self.tally.current -= self.nbytes
 
 
 @contextlib.contextmanager

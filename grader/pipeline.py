@@ -77,9 +77,8 @@ def split(model, stages):
     """
     if not 1 <= stages <= len(model):
         raise ValueError(f"cannot cut {len(model)} layers into {stages} stages")
-    sizes = [len(chunk) for chunk in torch.arange(len(model)).tensor_split(stages)]
-    bounds = [sum(sizes[:i]) for i in range(stages + 1)]
-    return [model[bounds[i]:bounds[i + 1]] for i in range(stages)]
+    cuts = torch.arange(len(model)).tensor_split(stages)  # layer numbers, earlier stages first
+    return [model[int(layers[0]):int(layers[-1]) + 1] for layers in cuts]
 
 
 @contextlib.contextmanager

@@ -87,9 +87,7 @@ class Flashcards:
         self.shuffle_button = w.Button(description="Shuffle")
         self.rate_buttons = [w.Button(description=r.capitalize(), tooltip=f"key {i}")
                              for i, r in enumerate(schedule.RATINGS, 1)]
-        if progress is not None:
-            progress.read()  # a missing or unreadable file is reported as the widget opens
-        self.status = w.HTML(progress.notice if progress is not None else "")
+        self.status = w.HTML(progress.opening_notice() if progress is not None else "")
         for widget, css in [(self.face, "card-face"), (self.reveal_button, "card-reveal"),
                             (self.next_button, "card-next"), (self.prev_button, "card-prev"),
                             (self.counter, "card-counter"), (self.status, "card-status")]:

@@ -69,6 +69,18 @@ class Progress:
             self._save(record)
             return record
 
+    def opening_notice(self):
+        """Read the file now and return what the learner should be told about it, if anything.
+
+        Widgets call it as they open, so a missing or unreadable file is reported at once.
+
+        >>> import tempfile, pathlib
+        >>> Progress(pathlib.Path(tempfile.mkdtemp()) / "p.json").opening_notice()
+        'No saved progress yet: starting fresh. It will be kept in ...'
+        """
+        self.read()
+        return self.notice
+
     @contextlib.contextmanager
     def _locked(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)

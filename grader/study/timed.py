@@ -126,10 +126,8 @@ class ChallengeSet:
         self.submit_button = w.Button(description="Submit", button_style="primary")
         self.hint_button = w.Button(description="💡 Hint")
         self.prev_button, self.next_button = w.Button(description="◀"), w.Button(description="▶")
-        self.feedback, self.badge = w.HTML(), w.HTML()
-        if progress is not None:
-            progress.read()  # a missing or unreadable file is reported as the widget opens
-            self.badge.value = html.escape(progress.notice)
+        self.feedback = w.HTML()
+        self.badge = w.HTML(html.escape(progress.opening_notice()) if progress is not None else "")
         # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
         self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
         for widget, css in [(self.clock_label, "timed-clock"), (self.feedback, "timed-feedback"),
