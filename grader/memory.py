@@ -95,11 +95,11 @@ def saved_activations(model):
     >>> saved.peak, saved.current     # the input (8 x 100 floats) and the ReLU output
     (6400, 0)
     """
-    params = {_local(p).untyped_storage().data_ptr() for p in model.parameters()}
     tally, counts = Saved(), {}
 
     def pack(t):
-        if t.untyped_storage().data_ptr() in params:
+        # Parameters are looked up at each save: FSDP swaps in whole (unsharded) ones for compute.
+        if t.untyped_storage().data_ptr() in {_local(p).untyped_storage().data_ptr() for p in model.parameters()}:
             return t
         return _Held(t, tally, counts)
 
@@ -129,3 +129,87 @@ def per_rank(params, *, data=1, zero=0, pipeline=1, tensor=1, precision="fp32"):
     sharded_from = {"optimizer": 1, "gradients": 2, "parameters": 3}  # the stage that shards each
     return {kind: round(held * size / (data if zero >= sharded_from[kind] else 1))
             for kind, size in ADAM[precision].items()}
+
+
+def block_params(hidden):
+    """Parameters of one transformer block: attention 4h² + 4h, MLP 8h² + 5h, two LayerNorms 4h.
+
+    >>> block_params(64)
+    49984
+    """
+    return 12 * hidden * hidden + 13 * hidden
+
+
+def block_activations(batch, seq, hidden, heads, *, tensor=1, precision="fp32"):
+    """Bytes one :class:`~grader.models.Block` saves for backward on a batch, counted tensor by tensor.
+
+    In values of ``batch x seq x hidden``: the LayerNorm inputs and outputs (4, kept whole
+    on every tensor-parallel rank), then q, k, v (3), the attention output (1) and the MLP's
+    two 4h tensors (8), split across ``tensor`` ranks; plus the ``heads x seq x seq``
+    attention matrix, split by heads. LayerNorm statistics stay fp32; the causal mask is one
+    byte per entry. Exact for fp32 on the course's block (a test measures it); ``"mixed"``
+    counts 2 bytes per value.
+
+    >>> block_activations(4, 64, 64, 4)    # 16 values of b*s*h + the attention matrix, in fp32
+    1318912
+    """
+    size = ADAM[precision]["parameters"]  # bytes per value: 4 in fp32, 2 in mixed precision
+    bsh = batch * seq * hidden
+    values = 4 * bsh + (12 * bsh + heads * batch * seq * seq) / tensor
+    return round(size * values + 4 * 4 * batch * seq + seq * seq)
+
+
+def estimate(*, layers, hidden, heads, seq, batch, precision="fp32", data=1, zero=0, pipeline=1, tensor=1,
+             micro_batches=1, schedule="1f1b", checkpointing=False):
+    """Predicted bytes per device of training a stack of transformer blocks with Adam, by category.
+
+    ``batch`` is the global batch: each data-parallel rank gets ``batch / data`` samples,
+    fed through the pipeline as ``micro_batches`` micro-batches. A pipeline stage holds
+    ``layers / pipeline`` layers (the first stage any extra one) and the activations of the
+    micro-batches in flight: every one of them with GPipe, at most ``pipeline`` with 1F1B.
+    With ``checkpointing`` each layer keeps only its input, and backward recomputes one
+    layer at a time.
+
+    >>> e = estimate(layers=4, hidden=64, heads=4, seq=64, batch=8)
+    >>> e["params"], e["activations"], e["total"]
+    (199936, 10534912, 13733888)
+    >>> estimate(layers=4, hidden=64, heads=4, seq=64, batch=8, data=2, zero=3)["total"]
+    6875136
+    """
+    if schedule not in ("gpipe", "1f1b"):
+        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+    if batch % (data * micro_batches):
+        raise ValueError(f"a global batch of {batch} does not split into {data} ranks x {micro_batches} micro-batches")
+    params = layers * block_params(hidden)
+    result = {"params": params, **per_rank(params, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
+                                           precision=precision)}
+    micro = batch // (data * micro_batches)
+    stage_layers = -(-layers // pipeline)
+    in_flight = micro_batches if schedule == "gpipe" else min(pipeline, micro_batches)
+    layer = block_activations(micro, seq, hidden, heads, tensor=tensor, precision=precision)
+    if checkpointing:  # every layer's input for each micro-batch in flight, plus one layer recomputed
+        layer_input = ADAM[precision]["parameters"] * micro * seq * hidden
+        result["activations"] = stage_layers * in_flight * layer_input + layer
+    else:
+        result["activations"] = stage_layers * in_flight * layer
+    result["total"] = sum(result[k] for k in ("parameters", "gradients", "optimizer", "activations"))
+    return result
+
+
+def training_step_bytes(model, optimizer, x):
+    """Measured bytes per category after one training step of ``model`` on ``x``.
+
+    The step is forward, the mean of the output as the loss (it saves nothing itself), backward and ``optimizer.step()``; activations
+    are the most bytes autograd held at once (:func:`saved_activations`), the model states
+    are measured afterwards (:func:`state_bytes`). Compare with :func:`estimate`.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(100, 100), torch.nn.ReLU())
+    >>> training_step_bytes(net, torch.optim.Adam(net.parameters()), torch.ones(8, 100))
+    {'parameters': 40400, 'gradients': 40400, 'optimizer': 80800, 'activations': 6400, 'total': 168000}
+    """
+    with saved_activations(model) as saved:
+        model(x).mean().backward()
+    optimizer.step()
+    result = {**state_bytes(model, optimizer), "activations": saved.peak}
+    result["total"] = sum(result.values())
+    return result

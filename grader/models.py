@@ -1,7 +1,10 @@
 """Small models the lessons train, written out plainly."""
 
+import math
+
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 def mlp(in_features=512, hidden=1024, classes=10, seed=0):
@@ -27,3 +30,57 @@ def synthetic_batch(batch, in_features=512, classes=10, seed=0):
     """
     g = torch.Generator().manual_seed(seed)
     return torch.randn(batch, in_features, generator=g), torch.randint(0, classes, (batch,), generator=g)
+
+
+class Block(nn.Module):
+    """One transformer block in nanoGPT's shape: causal self-attention, then a 4x MLP, each
+    after a LayerNorm and added back to the residual stream. Attention is written out, so the
+    ``heads x seq x seq`` attention matrix is a real tensor (what fused kernels avoid storing).
+    """
+
+    def __init__(self, hidden, heads, seq):
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden size {hidden} does not split into {heads} heads")
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc, self.out = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.register_buffer("future", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
+
+    def attention(self, x):
+        b, s, h = x.shape
+        q, k, v = (t.view(b, s, self.heads, h // self.heads).transpose(1, 2) for t in self.qkv(x).split(h, dim=2))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
+        att = scores.masked_fill(self.future[:s, :s], float("-inf")).softmax(dim=-1)
+        return self.proj((att @ v).transpose(1, 2).reshape(b, s, h))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class Blocks(nn.Sequential):
+    """A stack of :class:`Block`; with ``checkpointing`` on, each block keeps only its input
+    and recomputes the rest during backward (activation checkpointing)."""
+
+    checkpointing = False
+
+    def forward(self, x):
+        for block in self:
+            # The re-entrant form saves the block's input through autograd, where it can be counted.
+            x = checkpoint(block, x, use_reentrant=True) if self.checkpointing else block(x)
+        return x
+
+
+def transformer(hidden=64, heads=4, seq=64, layers=2, checkpointing=False, seed=0):
+    """``layers`` transformer blocks (12 h² + 13 h parameters each), the same on every rank.
+
+    >>> net = transformer(hidden=64, layers=2)
+    >>> sum(p.numel() for p in net.parameters()), tuple(net(torch.ones(3, 10, 64)).shape)
+    (99968, (3, 10, 64))
+    """
+    torch.manual_seed(seed)
+    net = Blocks(*[Block(hidden, heads, seq) for _ in range(layers)])
+    net.checkpointing = checkpointing
+    return net

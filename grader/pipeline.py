@@ -7,6 +7,7 @@ can be seen and measured rather than only computed from the formula.
 """
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
+from . import memory
 from .launch import init_distributed, launch
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -141,3 +143,33 @@ def run_schedule(micro_batches, schedule="gpipe", stages=2, width=1024, layers=8
     per_rank = launch(_schedule_rank, micro_batches, schedule, width, layers, batch, repeats,
                       nprocs=stages, timeout=120, show_output=False)
     return sorted((w for works in per_rank for w in works), key=lambda w: w.start)
+
+
+def _peak_rank(make_model, x, micro_batches, schedule):
+    rank, world, device = init_distributed()
+    part = split(make_model(), world)[rank].to(device)
+    stage = PipelineStage(part, rank, world, device)
+    run = SCHEDULES[schedule](stage, micro_batches, loss_fn=lambda out, target: out.mean())
+    x = x.to(device)
+    for measure in (False, True):  # the first step also infers the shapes stages exchange
+        with memory.saved_activations(part) if measure else contextlib.nullcontext() as saved:
+            if rank == 0:
+                run.step(x)
+            elif rank == world - 1:
+                run.step(target=x)
+            else:
+                run.step()
+    return saved.peak
+
+
+def activation_peaks(make_model, x, micro_batches, schedule="gpipe", stages=2):
+    """The most activation bytes each stage held during one schedule step on batch ``x``, per rank.
+
+    ``make_model`` builds the whole ``nn.Sequential`` (the same on every rank: pass a
+    module-level function or a ``functools.partial``); each rank keeps its part of the split.
+
+    >>> make = functools.partial(layer_stack, 32, 4)
+    >>> activation_peaks(make, torch.ones(8, 32), 4, "gpipe") > activation_peaks(make, torch.ones(8, 32), 4, "1f1b")
+    True
+    """
+    return launch(_peak_rank, make_model, x, micro_batches, schedule, nprocs=stages, timeout=120, show_output=False)

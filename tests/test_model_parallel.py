@@ -1,10 +1,12 @@
 """Memory accounting and pipeline timelines, checked on real ranks against one process."""
 
+import functools
+
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from grader import memory, pipeline
+from grader import memory, models, pipeline
 from grader.launch import init_distributed, launch
 from grader.models import mlp, synthetic_batch
 
@@ -59,3 +61,44 @@ def test_a_timeline_shows_each_schedules_order_and_stages_waiting_for_each_other
         else:  # the last stage alternates one forward, one backward
             assert _order(works, 1) == [(k, m) for m in range(4) for k in "FB"]
     assert 0 < pipeline.bubble_fraction(works) < 1
+
+
+SHAPE = dict(hidden=64, heads=4, seq=64)
+
+
+def _fsdp_step_bytes(global_batch, layers):
+    rank, world, _ = init_distributed()
+    net = models.transformer(**SHAPE, layers=layers)
+    mesh = init_device_mesh("cpu", (world,))
+    for block in net:
+        fully_shard(block, mesh=mesh)
+    fully_shard(net, mesh=mesh)
+    x = torch.randn(global_batch // world, SHAPE["seq"], SHAPE["hidden"])
+    return memory.training_step_bytes(net, torch.optim.Adam(net.parameters()), x)
+
+
+def _close(measured, predicted, what):
+    for kind in ("parameters", "gradients", "optimizer", "activations", "total"):
+        assert abs(measured[kind] - predicted[kind]) <= 0.1 * predicted[kind], (what, kind, measured, predicted)
+
+
+def test_the_calculator_is_within_ten_percent_of_measured_bytes():
+    for batch, layers, checkpointing in [(4, 3, False), (2, 2, False), (4, 3, True), (8, 2, True)]:
+        net = models.transformer(**SHAPE, layers=layers, checkpointing=checkpointing)
+        x = torch.randn(batch, SHAPE["seq"], SHAPE["hidden"], requires_grad=checkpointing)
+        measured = memory.training_step_bytes(net, torch.optim.Adam(net.parameters()), x)
+        _close(measured, memory.estimate(**SHAPE, layers=layers, batch=batch, checkpointing=checkpointing),
+               f"one process, batch {batch}, {layers} layers, checkpointing {checkpointing}")
+    # ZeRO-3 on 2 real ranks: each holds half of every state and the activations of half the batch.
+    predicted = memory.estimate(**SHAPE, layers=3, batch=8, data=2, zero=3)
+    for rank, measured in enumerate(launch(_fsdp_step_bytes, 8, 3, nprocs=2, backend="gloo", show_output=False)):
+        _close(measured, predicted, f"FSDP2 rank {rank}")
+
+
+def test_the_calculator_predicts_each_schedules_activations_on_the_first_stage():
+    make = functools.partial(models.transformer, **SHAPE, layers=4)
+    x = torch.randn(8, SHAPE["seq"], SHAPE["hidden"])
+    for schedule in ("gpipe", "1f1b"):
+        first_stage = pipeline.activation_peaks(make, x, 4, schedule)[0]
+        predicted = memory.estimate(**SHAPE, layers=4, batch=8, pipeline=2, micro_batches=4, schedule=schedule)
+        assert abs(first_stage - predicted["activations"]) <= 0.1 * predicted["activations"], (schedule, first_stage, predicted)
