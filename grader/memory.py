@@ -213,3 +213,63 @@ def training_step_bytes(model, optimizer, x):
     result = {**state_bytes(model, optimizer), "activations": saved.peak}
     result["total"] = sum(result.values())
     return result
+
+
+def _size(nbytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} B"
+
+
+def calculator(**start):
+    """A widget: transformer shape, batch and parallel degrees in, :func:`estimate`'s bytes per device out.
+
+    Keyword arguments set the starting values, for example ``calculator(layers=48, hidden=1600)``.
+    The table says whether the total fits the device memory given in GB.
+
+    >>> box = calculator(layers=4, hidden=64, heads=4, seq=64, batch=8)
+    >>> "activations" in box.children[-1].value
+    True
+    """
+    import ipywidgets as w
+
+    def look(name):
+        return dict(description=name, layout=w.Layout(width="210px"), style={"description_width": "95px"})
+
+    def number(name, value, lo, hi):
+        return w.BoundedIntText(value=start.get(name, value), min=lo, max=hi, **look(name))
+
+    def choice(name, options):
+        return w.Dropdown(options=options, value=start.get(name, options[0]), **look(name))
+
+    fields = {
+        "layers": number("layers", 24, 1, 1024), "hidden": number("hidden", 1024, 8, 65536),
+        "heads": number("heads", 16, 1, 512), "seq": number("seq", 1024, 1, 1 << 20),
+        "batch": number("batch", 16, 1, 1 << 20), "micro_batches": number("micro_batches", 1, 1, 4096),
+        "data": number("data", 1, 1, 65536), "pipeline": number("pipeline", 1, 1, 1024),
+        "tensor": number("tensor", 1, 1, 512),
+        "zero": choice("zero", [0, 1, 2, 3]), "precision": choice("precision", ["fp32", "mixed"]),
+        "schedule": choice("schedule", ["1f1b", "gpipe"]),
+        "checkpointing": w.Checkbox(value=start.get("checkpointing", False), description="checkpointing"),
+    }
+    device_gb = w.BoundedFloatText(value=start.get("device_gb", 80.0), min=0.001, max=1e6, **look("device GB"))
+    table = w.HTML()
+
+    def update(_=None):
+        try:
+            e = estimate(**{name: field.value for name, field in fields.items()})
+        except ValueError as error:
+            table.value = f"<b>{error}</b>"
+            return
+        fits = e["total"] <= device_gb.value * 1e9
+        rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{_size(e[kind])}</td></tr>"
+                       for kind in ("parameters", "gradients", "optimizer", "activations", "total"))
+        table.value = (f"<p>{e['params']:,} parameters; bytes per device:</p><table>{rows}</table>"
+                       f"<p><b>{'fits' if fits else 'does not fit'}</b> in {device_gb.value:g} GB</p>")
+
+    for field in [*fields.values(), device_gb]:
+        field.observe(update, names="value")
+    update()
+    boxes = list(fields.values()) + [device_gb]
+    return w.VBox([w.HBox([w.VBox(boxes[i:i + 5]) for i in range(0, len(boxes), 5)]), table])

@@ -1,6 +1,8 @@
 """Matplotlib figures for the measurements lessons make."""
 
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
 
 from .timing import Timing
 
@@ -40,6 +42,64 @@ def speedup_curve(xs, speedups, xlabel, ideal, title="", logx=False):
     ax.set_xlabel(xlabel)
     ax.set_ylabel("speedup")
     ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+COLOURS = {"F": "#4c72b0", "B": "#dd8452"}  # forward, backward
+
+
+def pipeline_gantt(works, title=""):
+    """One row per rank (rank 0 on top), a bar per forward or backward; the gaps are the bubble.
+
+    ``works`` is a list of :class:`grader.pipeline.Work`; the title gives the measured bubble.
+
+    >>> from grader.pipeline import Work
+    >>> fig = pipeline_gantt([Work(0, "F", 0, 0.0, 0.01), Work(1, "F", 0, 0.01, 0.02),
+    ...                       Work(1, "B", 0, 0.02, 0.04), Work(0, "B", 0, 0.04, 0.06)])
+    """
+    from .pipeline import bubble_fraction  # pipeline imports torch's pipelining: only when drawn
+
+    t0 = min(w.start for w in works)
+    span = (max(w.end for w in works) - t0) * 1e3
+    ranks = sorted({w.rank for w in works})
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.6 * len(ranks)))
+    for w in works:
+        left, width = (w.start - t0) * 1e3, (w.end - w.start) * 1e3
+        ax.barh(w.rank, width, left=left, height=0.6, color=COLOURS[w.kind], edgecolor="white")
+        if width > span / 40:  # room for a digit or two
+            ax.text(left + width / 2, w.rank, str(w.micro), ha="center", va="center",
+                    color="white", fontsize=8)
+    ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.legend(handles=[Patch(color=COLOURS["F"], label="forward"), Patch(color=COLOURS["B"], label="backward")],
+              loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
+    bubble = f"measured bubble {bubble_fraction(works):.0%}"
+    ax.set_title(f"{title}\n{bubble}" if title else bubble, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def bubble_sweep(micro_batches, measured, stages, title=""):
+    """Measured bubble fractions against the micro-batch count, under the formula (p-1)/(m+p-1).
+
+    >>> fig = bubble_sweep([1, 2, 4, 8], [0.52, 0.36, 0.22, 0.13], stages=2)
+    """
+    from .pipeline import bubble_formula  # lazily, as in pipeline_gantt
+
+    ms = np.geomspace(min(micro_batches), max(micro_batches), 50)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(ms, [bubble_formula(stages, m) for m in ms], "--", color="grey",
+            label=f"formula (p-1)/(m+p-1), p={stages}")
+    ax.plot(micro_batches, measured, "o", label="measured")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(micro_batches, [str(m) for m in micro_batches])
+    ax.set_xlabel("micro-batches m")
+    ax.set_ylabel("bubble fraction")
+    ax.set_ylim(0, 1)
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()

@@ -102,3 +102,14 @@ def test_the_calculator_predicts_each_schedules_activations_on_the_first_stage()
         first_stage = pipeline.activation_peaks(make, x, 4, schedule)[0]
         predicted = memory.estimate(**SHAPE, layers=4, batch=8, pipeline=2, micro_batches=4, schedule=schedule)
         assert abs(first_stage - predicted["activations"]) <= 0.1 * predicted["activations"], (schedule, first_stage, predicted)
+
+
+def test_the_calculator_widget_follows_its_fields():
+    box = memory.calculator(layers=4, hidden=64, heads=4, seq=64, batch=8, device_gb=0.01)
+    fields = {f.description: f for column in box.children[0].children for f in column.children}
+    table = box.children[-1]
+    assert "13.73 MB" in table.value and "does not fit" in table.value
+    fields["zero"].value, fields["data"].value = 3, 2  # ZeRO-3 over 2 ranks: 6.88 MB per device
+    assert "6.88 MB" in table.value and "fits" in table.value and "not" not in table.value
+    fields["batch"].value = 7  # 7 samples do not split over 2 ranks: said, not raised
+    assert "does not split" in table.value

@@ -1,15 +1,20 @@
-"""Unit tests for grader.hardware, grader.timing, grader.record and grader.checks."""
+"""Unit tests for grader.hardware, grader.timing, grader.record, grader.checks and grader.plots."""
 
 import subprocess
 import sys
 import time
 from types import SimpleNamespace
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 from torch import nn
 
-from grader import checks, hardware, record, timing
+from grader import checks, hardware, plots, record, timing
+from grader.pipeline import Work
+
+matplotlib.use("Agg")  # figures drawn to memory, never a window
 
 
 def test_hardware_describes_this_machine():
@@ -216,3 +221,41 @@ def test_nccl_notes_say_when_shared_or_host_memory_is_short(tmp_path, monkeypatc
     monkeypatch.setattr(hardware.shutil, "disk_usage", lambda path: SimpleNamespace(free=8 * 2**30))
     assert hardware.nccl_notes(1, meminfo=meminfo) == []
 
+
+
+def test_pipeline_gantt_draws_a_bar_per_work_on_its_ranks_row_with_the_bubble_in_the_title():
+    # GPipe, 2 stages, 2 micro-batches, 10 ms per step: rank 1 waits 10 ms, rank 0 20 ms.
+    steps = [(0, "F", 0, 0), (0, "F", 1, 1), (1, "F", 0, 1), (1, "F", 1, 2), (1, "B", 0, 3),
+             (1, "B", 1, 4), (0, "B", 0, 4), (0, "B", 1, 5)]
+    works = [Work(rank, kind, micro, 100 + 0.01 * t, 100 + 0.01 * (t + 1)) for rank, kind, micro, t in steps]
+    fig = plots.pipeline_gantt(works, title="GPipe")
+    ax = fig.axes[0]
+    bars = ax.patches
+    assert len(bars) == len(works)
+    assert [round(b.get_x(), 6) for b in bars] == [10.0 * t for *_, t in steps]  # ms from the first start
+    assert all(round(b.get_width(), 6) == 10.0 for b in bars)
+    forward, backward = bars[0].get_facecolor(), bars[4].get_facecolor()
+    assert forward != backward and [b.get_facecolor() for b in bars] == [forward] * 4 + [backward] * 4
+    assert [t.get_text() for t in ax.texts] == [str(micro) for _, _, micro, _ in steps]
+    assert ax.yaxis_inverted() and [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["forward", "backward"]
+    assert ax.get_xlabel() == "time (ms)" and ax.get_title() == "GPipe\nmeasured bubble 33%"
+    plt.close(fig)
+
+
+def test_pipeline_gantt_leaves_numbers_off_bars_too_narrow_for_them():
+    works = [Work(0, "F", 0, 0.0, 1.0), Work(1, "F", 0, 1.0, 2.0), Work(1, "B", 7, 2.0, 2.001)]
+    fig = plots.pipeline_gantt(works)
+    assert len(fig.axes[0].patches) == 3 and [t.get_text() for t in fig.axes[0].texts] == ["0", "0"]
+    plt.close(fig)
+
+
+def test_bubble_sweep_draws_the_formula_as_a_line_and_the_measurements_as_points():
+    fig = plots.bubble_sweep([1, 2, 4, 8], [0.52, 0.36, 0.22, 0.13], stages=2, title="2 stages")
+    ax = fig.axes[0]
+    formula, measured = ax.get_lines()
+    assert len(ax.get_lines()) == 2 and ax.get_xscale() == "log"
+    assert formula.get_linestyle() == "--" and measured.get_linestyle() == "None"
+    assert formula.get_ydata()[0] == pytest.approx(0.5) and formula.get_ydata()[-1] == pytest.approx(1 / 9)
+    assert list(measured.get_xdata()) == [1, 2, 4, 8] and list(measured.get_ydata()) == [0.52, 0.36, 0.22, 0.13]
+    plt.close(fig)

@@ -1,0 +1,21 @@
+"""The benchmark scripts in tests/benchmarks run end to end (at small sizes) and print their tables."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_the_model_parallel_benchmark_prints_the_bubble_and_the_bytes_tables():
+    script = REPO / "tests" / "benchmarks" / "model_parallel.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--repeats", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "## Pipeline bubble" in out and "## Bytes per rank" in out
+    assert sum(line.startswith(("| 1 |", "| 2 |", "| 4 |", "| 8 |")) for line in out.splitlines()) == 4
+    for method in ("DDP", "ZeRO-1", "FSDP2"):
+        assert sum(line.startswith(f"| {method} |") for line in out.splitlines()) == 3  # two ranks, the prediction
