@@ -26,6 +26,35 @@ def ddp_train(steps, per_rank):
         opt.step()
     return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
 """
+# Lesson 03: weight shapes and the stage cut worked out by the rule (the solution), to vary.
+STAGES_BY_THE_RULE = """
+def weight_shapes(sizes):
+    return [(out, inp) for inp, out in zip(sizes, sizes[1:])]
+
+
+def stage_parameters(model, stages):
+    base, extra = divmod(len(model), stages)
+    result, first = [], 0
+    for stage in range(stages):
+        count = base + (1 if stage < extra else 0)
+        layers = {str(i) for i in range(first, first + count)}
+        result.append([name for name, _ in model.named_parameters() if name.split(".")[0] in layers])
+        first += count
+    return result
+"""
+FSDP_TRAIN = """
+def fsdp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+    return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
+"""
 MUTANTS = {
     "00_foundations": {
         "efficiency_times_n": ("c1_speedup", """
@@ -131,6 +160,65 @@ def save_checkpoint(ddp_model, path):
         "hard_coded_speedup": ("c5_speedup", """
 PER_RANK_BATCH = 16
 my_speedup = 1.9  # measured once with a bigger batch, typed in
+"""),
+    },
+    "03_model_parallel": {
+        "transposed_shapes": ("c1_stages", STAGES_BY_THE_RULE.replace(
+            "return [(out, inp) for inp, out in zip(sizes, sizes[1:])]", "return list(zip(sizes, sizes[1:]))")),
+        "extra_layers_last": ("c1_stages", STAGES_BY_THE_RULE.replace(
+            "count = base + (1 if stage < extra else 0)", "count = base + (extra if stage == stages - 1 else 0)")),
+        "asks_the_toolkit_to_split": ("c1_stages", STAGES_BY_THE_RULE.split("def stage_parameters")[0] + """
+def stage_parameters(model, stages):
+    return [[name for name, _ in part.named_parameters()] for part in pipeline.split(model, stages)]
+"""),
+        "formula_as_measurement": ("c2_bubble", """
+def bubble(stages, micro_batches):
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def measured_bubble(works):  # counts stages and micro-batches, times nothing
+    return bubble(len({w.rank for w in works}), len({w.micro for w in works}))
+
+
+MICRO_BATCHES = 4
+my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
+"""),
+        "each_rank_its_own_span": ("c2_bubble", """
+def bubble(stages, micro_batches):
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def measured_bubble(works):
+    ranks = {w.rank for w in works}
+    idle = 0
+    for r in ranks:
+        mine = [w for w in works if w.rank == r]
+        span = max(w.end for w in mine) - min(w.start for w in mine)
+        idle += 1 - sum(w.end - w.start for w in mine) / span
+    return idle / len(ranks)
+
+
+MICRO_BATCHES = 4
+my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
+"""),
+        "gradients_sharded_at_stage_1": ("c3_zero", """
+def zero_bytes(params, world, stage):
+    return {"parameters": round(4 * params / (world if stage >= 3 else 1)),
+            "gradients": round(4 * params / (world if stage >= 1 else 1)),
+            "optimizer": round(8 * params / (world if stage >= 1 else 1))}
+"""),
+        "asks_the_toolkit": ("c3_zero", """
+def zero_bytes(params, world, stage):
+    return memory.per_rank(params, data=world, zero=stage)
+"""),
+        "ddp_not_fsdp": ("c4_fsdp", FSDP_TRAIN.replace(
+            "fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))",
+            "DDP(mlp(in_features=16, hidden=32).to(device))").replace("p.full_tensor()", "p")),
+        "fsdp_on_the_global_batch": ("c4_fsdp", FSDP_TRAIN.replace("x[mine]", "x").replace("y[mine]", "y")),
+        "returns_the_shards": ("c5_full_state", "def full_state_dict(model):\n    return model.state_dict()\n"),
+        "returns_local_pieces": ("c5_full_state", """
+def full_state_dict(model):
+    return {k: v.to_local().cpu() for k, v in model.state_dict().items()}
 """),
     },
 }
