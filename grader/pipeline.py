@@ -112,6 +112,16 @@ def timeline(stage, rank):
             setattr(stage, name, original)
 
 
+def _step(run, rank, world, x, target):
+    """One schedule step: the first stage feeds the input, the last the target, the rest relay."""
+    if rank == 0:
+        run.step(x)
+    elif rank == world - 1:
+        run.step(target=target)
+    else:
+        run.step()
+
+
 def _schedule_rank(micro_batches, schedule, width, layers, batch, repeats):
     """On each rank: its stage's part of the model, run ``repeats`` times; the last run's timeline."""
     rank, world, device = init_distributed()
@@ -123,12 +133,7 @@ def _schedule_rank(micro_batches, schedule, width, layers, batch, repeats):
     for _ in range(repeats):  # the first runs warm up; the last one is kept
         dist.barrier()
         with timeline(stage, rank) as works:
-            if rank == 0:
-                run.step(x)
-            elif rank == world - 1:
-                run.step(target=target)
-            else:
-                run.step()
+            _step(run, rank, world, x, target)
         part.zero_grad(set_to_none=True)
     return works
 
@@ -153,12 +158,7 @@ def _peak_rank(make_model, x, micro_batches, schedule):
     x = x.to(device)
     for measure in (False, True):  # the first step also infers the shapes stages exchange
         with memory.saved_activations(part) if measure else contextlib.nullcontext() as saved:
-            if rank == 0:
-                run.step(x)
-            elif rank == world - 1:
-                run.step(target=x)
-            else:
-                run.step()
+            _step(run, rank, world, x, x)
     return saved.peak
 
 
