@@ -8,10 +8,13 @@ time. These recorders let a test see the route taken:
   deep in the call (0 = called by your code, 1 = called inside another module's forward),
   and the batch it was given;
 - :func:`calls`: every call of one function (``torch.save``, say), optionally slowed
-  down so that a rank that does not wait for it is caught.
+  down so that a rank that does not wait for it is caught;
+- :func:`runs`: every run of a Python function's code, however it was imported or renamed
+  (``from grader.pipeline import split as cut`` included).
 """
 
 import contextlib
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -94,3 +97,34 @@ def calls(owner, name, delay=0.0):
         yield seen
     finally:
         setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def runs(*functions):
+    """Count the runs of each Python function's code while the block runs, in this thread.
+
+    A call is recognised by the code object itself, so an alias or a ``from ... import``
+    made before the block is counted too (which :func:`calls` cannot see).
+
+    >>> import json
+    >>> dumps = json.dumps
+    >>> with runs(json.dumps) as counted:
+    ...     _ = dumps([1]), dumps([2])
+    >>> counted
+    {'dumps': 2}
+    """
+    codes = {f.__code__: f.__name__ for f in functions}
+    counted = {name: 0 for name in codes.values()}
+    previous = sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            counted[codes[frame.f_code]] += 1
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield counted
+    finally:
+        sys.setprofile(previous)
