@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from torch.distributed.tensor import DTensor
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
 
@@ -31,6 +32,7 @@ class Forward:
     depth: int  # 0: called by your code; 1: inside another module's forward; ...
     rows: int | None  # dim 0 of the first tensor argument (the batch), None without one
     input: torch.Tensor | None = None  # a CPU copy of that tensor, when recorded
+    sharded: bool = False  # its parameters are DTensors when called (FSDP2, tensor parallel)
 
 
 @contextlib.contextmanager
@@ -54,7 +56,8 @@ def forwards(inputs=False):
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         rows = first.shape[0] if first is not None and first.dim() else None
         copy = first.detach().cpu().clone() if inputs and first is not None else None
-        seen.append(Forward(type(module).__name__, depth[0], rows, copy))
+        sharded = any(isinstance(p, DTensor) for p in module.parameters())
+        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded))
         depth[0] += 1
 
     def after(module, args, output):

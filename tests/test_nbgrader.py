@@ -33,12 +33,13 @@ def weight_shapes(sizes):
 
 
 def stage_parameters(model, stages):
-    base, extra = divmod(len(model), stages)
+    layers = [name for name, _ in model.named_children()]
+    base, extra = divmod(len(layers), stages)
     result, first = [], 0
     for stage in range(stages):
         count = base + (1 if stage < extra else 0)
-        layers = {str(i) for i in range(first, first + count)}
-        result.append([name for name, _ in model.named_parameters() if name.split(".")[0] in layers])
+        mine = set(layers[first:first + count])
+        result.append([name for name, _ in model.named_parameters() if name.split(".")[0] in mine])
         first += count
     return result
 """
@@ -217,6 +218,20 @@ def measured_bubble(works):  # the first record starts first, the last one ends 
 MICRO_BATCHES = 4
 my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
 """),
+        "timeline_of_three_stages": ("c2_bubble", """
+def bubble(stages, micro_batches):
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def measured_bubble(works):
+    ranks = {w.rank for w in works}
+    span = max(w.end for w in works) - min(w.start for w in works)
+    return 1 - sum(w.end - w.start for w in works) / len(ranks) / span
+
+
+MICRO_BATCHES = 4
+my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe", stages=3, width=64, layers=6, batch=64)
+"""),
         "gradients_sharded_at_stage_1": ("c3_zero", """
 def zero_bytes(params, world, stage):
     return {"parameters": round(4 * params / (world if stage >= 3 else 1)),
@@ -233,8 +248,38 @@ def zero_bytes(params, world, stage):
         "ddp_not_fsdp": ("c4_fsdp", FSDP_TRAIN.replace(
             "fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))",
             "DDP(mlp(in_features=16, hidden=32).to(device))").replace("p.full_tensor()", "p")),
+        "plain_model_named_like_fsdp": ("c4_fsdp", """
+class FSDPSequential(nn.Sequential):  # the name FSDP gives, on a plain model averaged by hand
+    pass
+
+
+def fsdp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = FSDPSequential(*mlp(in_features=16, hidden=32)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad /= world
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+"""),
         "fsdp_on_the_global_batch": ("c4_fsdp", FSDP_TRAIN.replace("x[mine]", "x").replace("y[mine]", "y")),
         "returns_the_shards": ("c5_full_state", "def full_state_dict(model):\n    return model.state_dict()\n"),
+        "gathers_equal_pieces": ("c5_full_state", """
+def full_state_dict(model):  # right only while every dim 0 splits evenly over the ranks
+    full = {}
+    for name, value in model.state_dict().items():
+        local = value.to_local().contiguous()
+        pieces = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+        dist.all_gather(pieces, local)
+        full[name] = torch.cat(pieces).cpu()
+    return full
+"""),
         "returns_local_pieces": ("c5_full_state", """
 def full_state_dict(model):
     return {k: v.to_local().cpu() for k, v in model.state_dict().items()}

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader import checks, hardware, plots, record, timing
+from grader import checks, hardware, plots, record, scaling, timing
 from grader.pipeline import Work
 
 matplotlib.use("Agg")  # figures drawn to memory, never a window
@@ -117,13 +117,13 @@ def test_checks_write_nothing_to_stderr(capfd):
 
 def test_ddp_measurement_follows_the_gpus_at_hand(monkeypatch):
     monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
-    assert timing.ddp_backend(2) == "gloo" and "CPU processes" in timing.ddp_measured_on(2)
-    assert timing.expected_ddp_speedup(2) == pytest.approx(1.5)
+    assert scaling.ddp_backend(2) == "gloo" and "CPU processes" in scaling.ddp_measured_on(2)
+    assert scaling.expected_ddp_speedup(2) == pytest.approx(1.5)
     monkeypatch.setattr(hardware, "gpu_count", lambda: 4)
-    assert timing.ddp_backend(2) == timing.ddp_backend(4) == "nccl"
-    assert timing.ddp_measured_on(4) == "4 GPUs (NCCL, one rank per GPU) against 1 GPU"
-    assert timing.expected_ddp_speedup(4) == pytest.approx(2.0)
-    assert timing.ddp_backend(8) == "gloo"  # more ranks than GPUs: CPU processes
+    assert scaling.ddp_backend(2) == scaling.ddp_backend(4) == "nccl"
+    assert scaling.ddp_measured_on(4) == "4 GPUs (NCCL, one rank per GPU) against 1 GPU"
+    assert scaling.expected_ddp_speedup(4) == pytest.approx(2.0)
+    assert scaling.ddp_backend(8) == "gloo"  # more ranks than GPUs: CPU processes
 
 
 def test_record_forwards_sees_wrappers_depth_and_batches():
@@ -202,8 +202,8 @@ def test_a_graded_speedup_holds_on_a_busy_machine_and_a_poor_choice_still_fails(
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another grading job
     try:
         # A good choice other than the reference (2048, the solution), so it is judged against it.
-        good = timing.grade_ddp_speedup(4096, ranks=2)
-        poor = timing.grade_ddp_speedup(16, ranks=2)
+        good = scaling.grade_ddp_speedup(4096, ranks=2)
+        poor = scaling.grade_ddp_speedup(16, ranks=2)
     finally:
         hog.kill()
         hog.wait()

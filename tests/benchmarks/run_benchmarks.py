@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from grader import hardware, timing
+from grader import hardware, scaling
 from grader.launch import launch
 
 RANKS = 2
@@ -103,7 +103,7 @@ def main():
     print("| per-rank batch | global batch | speedup | efficiency |")
     print("|---|---|---|---|")
     for per_rank in (64, 256, 1024, 2048, 4096):
-        s = statistics.median(timing.ddp_speedup(per_rank, ranks=RANKS, steps=10, warmup=2)
+        s = statistics.median(scaling.ddp_speedup(per_rank, ranks=RANKS, steps=10, warmup=2)
                               for _ in range(max(1, args.repeats // 2)))
         print(f"| {per_rank} | {per_rank * RANKS} | {s:.2f}× | {s / RANKS:.0%} |")
 
