@@ -4,7 +4,16 @@ import os
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
-c.CourseDirectory.course_id = "multi-gpu-training"
+# The exchange (where release_assignment puts lessons, submit puts submissions and
+# release_feedback puts feedback) and the course id come from the environment, so a hub
+# sets them once for instructors and students alike: in every single-user server's
+# environment (JupyterHub's `c.Spawner.environment = {"COURSE_EXCHANGE": ..., "COURSE_ID":
+# ...}`, or the image's ENV), with this file installed where students' nbgrader finds it too
+# (/etc/jupyter/nbgrader_config.py or ~/.jupyter/). Unset or empty, the defaults apply:
+# nbgrader's own exchange path and the course's id. The exchange root must exist and be
+# writable by everyone (mode 0o777; release_assignment creates it so when it may).
+c.CourseDirectory.course_id = os.environ.get("COURSE_ID") or "multi-gpu-training"
+c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or "/usr/local/share/nbgrader/exchange"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # The toolkit ships in the `grader` package; lesson folders hold only notebooks.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.pt"]

@@ -48,9 +48,18 @@ def activated():
     return env
 
 
-def nbgrader(*args, cwd, check=True, timeout=900):
-    """Run the real nbgrader command line in a course directory, as an activated environment would."""
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=activated(),
+def nbgrader(*args, cwd, check=True, timeout=900, env=None):
+    """Run the real nbgrader command line in a course directory, as an activated environment would.
+
+    ``env`` adds variables to (or, with a value of None, removes them from) that environment.
+    """
+    environ = activated()
+    for key, value in (env or {}).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = str(value)
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"
@@ -61,7 +70,11 @@ def nbgrader(*args, cwd, check=True, timeout=900):
 @pytest.fixture(scope="session")
 def course(tmp_path_factory):
     """A scratch course directory: the committed source/ and config, nothing else."""
-    root = tmp_path_factory.mktemp("course")
+    return copy_course(tmp_path_factory.mktemp("course"))
+
+
+def copy_course(root):
+    """Fill the directory ``root`` with a course: the committed source/ and config, nothing else."""
     shutil.copytree(REPO / "source", root / "source")
     shutil.copy(REPO / "nbgrader_config.py", root)
     return root
