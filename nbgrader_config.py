@@ -31,3 +31,16 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Release notebooks are committed cleared, so a diff shows only real changes.
 c.ClearOutput.enabled = True
+
+# Grading that generic tampering cannot fool (grader/integrity.py): before the run, every
+# student cell is scanned for ways into the grading and each test cell gets a line printing
+# a fresh random token; after it, a test cell without its token, or after a suspicious cell,
+# scores 0 with the reason in its output (the feedback) and in the autograde log.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern,  # noqa: E402
+                                    LimitOutput, SaveAutoGrades)
+
+from grader.integrity import CheckStamps, StampTests  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [StampTests, Execute, CheckStamps, IgnorePattern, ClearMetadataPreprocessor,
+                                       LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
