@@ -1,0 +1,290 @@
+"""Smoke test of a JupyterHub pod for the course: does this pod give the lessons what they need?
+
+For the hub's admin, in a terminal of a freshly spawned server (once per profile)::
+
+    cd /opt/course && python -m hub.smoke          # the course image keeps the course there
+    python -m hub.smoke --expected-gpus 2          # when the profile sets no COURSE_EXPECTED_GPUS
+
+Every check prints one line, ``PASS``, ``FAIL`` or ``SKIPPED``, with its reason; the
+exit status is 1 when any check failed, else 0:
+
+- ``course``: the toolkit (``grader``) and nbgrader import; which torch and hardware.
+- ``gpus``: the GPUs this pod sees match the count expected (``--expected-gpus``, else the
+  environment's ``COURSE_EXPECTED_GPUS``, which the profiles in ``hub/config.yaml`` set).
+  A pod that sees more than it was given usually sees every GPU of its node.
+- ``/dev/shm``: enough free shared memory for data-loader workers and NCCL (the threshold
+  of :func:`grader.hardware.nccl_notes`).
+- ``gloo all-reduce``: two CPU ranks started by :func:`grader.launch.launch`.
+- ``nccl all-reduce``: one rank per GPU over NCCL (skipped, saying why, below 2 GPUs).
+- ``lesson``: the first code cells of lesson 00's release notebook, run in a real kernel.
+- ``exchange`` and ``nbgitpuller``: what a class on the hub needs (skipped off a hub).
+
+Importable too: :func:`run_checks` yields :class:`Result` objects.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+COURSE = Path(__file__).resolve().parents[1]
+LESSON = COURSE / "release" / "00_foundations" / "00_foundations.ipynb"
+EXPECTED_GPUS = "COURSE_EXPECTED_GPUS"
+# grader.hardware.nccl_notes warns below this many MiB free in /dev/shm (tests check they agree).
+SHM_MIN_FREE_MIB = 512
+PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One check's verdict and why."""
+    check: str
+    status: str  # PASS, FAIL or SKIPPED
+    reason: str
+
+    def __str__(self):
+        return f"{self.status:<8}{self.check}: {self.reason}"
+
+
+def on_hub():
+    """Whether this process runs in a JupyterHub single-user server (or one of its terminals)."""
+    return bool(os.environ.get("JUPYTERHUB_API_URL") or os.environ.get("JUPYTERHUB_USER"))
+
+
+def check_course():
+    """The toolkit and nbgrader import; say which torch, and what this pod runs on."""
+    import nbgrader
+    import torch
+
+    import grader.launch  # noqa: F401 (the launcher and its torch.distributed imports)
+    import grader.study  # noqa: F401 (the widgets: ipywidgets, ipyevents)
+    from grader import hardware
+
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU build"
+    return Result("course", PASS, f"grader from {Path(grader.__file__).parent}, nbgrader {nbgrader.__version__}, "
+                                  f"torch {torch.__version__} ({build}); {hardware.describe()}")
+
+
+def check_gpus(expected=None):
+    """The GPUs visible here against the count the pod was given."""
+    import torch
+
+    from grader import hardware
+
+    visible = hardware.gpu_count()
+    names = ", ".join(sorted({g.name for g in hardware.gpus()})) if visible else "none"
+    if expected is None:
+        return Result("gpus", SKIPPED, f"{visible} visible ({names}), but no count to compare with: set "
+                                       f"{EXPECTED_GPUS} (the profile's nvidia.com/gpu limit) or pass --expected-gpus")
+    if visible == expected:
+        return Result("gpus", PASS, f"{visible} visible ({names}), {expected} expected")
+    seen = f"{visible} visible ({names}), {expected} expected"
+    if visible > expected:
+        return Result("gpus", FAIL, (
+            f"{seen}: this pod sees more GPUs than it was given, usually every GPU of its node. A known "
+            f"misconfiguration: CUDA images set NVIDIA_VISIBLE_DEVICES=all (here: "
+            f"{os.environ.get('NVIDIA_VISIBLE_DEVICES', 'unset')}), and where the node's container runtime "
+            f"honours it any pod gets all GPUs, whatever its limit. Give every profile an nvidia.com/gpu "
+            f"limit, and run the NVIDIA device plugin with deviceListStrategy=volume-mounts and the container "
+            f"toolkit with accept-nvidia-visible-devices-envvar-when-unprivileged=false and "
+            f"accept-nvidia-visible-devices-as-volume-mounts=true, so the variable cannot widen a pod's share."))
+    if not torch.version.cuda:
+        why = f"torch {torch.__version__} is a CPU build: the image's CUDA torch was replaced"
+    elif not visible:
+        why = ("no GPU visible: no nvidia.com/gpu limit reached this pod, or its node has no NVIDIA driver "
+               "or device plugin (does nvidia-smi work here?)")
+    else:
+        why = "fewer than the limit: is CUDA_VISIBLE_DEVICES set (here: " \
+              f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})?"
+    return Result("gpus", FAIL, f"{seen}: {why}")
+
+
+def check_shm(path="/dev/shm"):
+    """/dev/shm exists, is large enough (the threshold of ``nccl_notes``), and is memory."""
+    from grader import hardware
+
+    if not os.path.isdir(path):
+        return Result("/dev/shm", FAIL, f"{path} does not exist: data-loader workers and NCCL need it "
+                                        f"(mount a memory-backed emptyDir there)")
+    usage = shutil.disk_usage(path)
+    kind = next((line.split()[2] for line in _mounts() if line.split()[1:2] == [path]), "unknown")
+    sizes = (f"{path} ({kind}) has {usage.total / 2**30:.1f} GiB, {usage.free / 2**20:.0f} MiB free; "
+             f"needed: at least {SHM_MIN_FREE_MIB} MiB free")
+    notes = hardware.nccl_notes(1, shm=path, meminfo=os.devnull)  # the /dev/shm note only
+    if notes:
+        return Result("/dev/shm", FAIL, f"{sizes}. {' '.join(notes)}")
+    return Result("/dev/shm", PASS, sizes)
+
+
+def _mounts():
+    try:
+        with open("/proc/mounts") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def _all_reduce(numel, repeats):
+    """On each rank: all-reduce a tensor of rank + 1, check the sum, time ``repeats`` more."""
+    import torch
+    import torch.distributed as dist
+
+    from grader.launch import init_distributed
+
+    rank, world, device = init_distributed()
+    t = torch.full((numel,), float(rank + 1), device=device)
+    dist.all_reduce(t)
+    want = world * (world + 1) / 2
+    ok = t.min().item() == want == t.max().item()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        dist.all_reduce(t)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return ok, (time.perf_counter() - start) / repeats, str(device)
+
+
+def _collective(name, backend, nprocs, numel, repeats, timeout):
+    from grader.launch import launch
+
+    start = time.perf_counter()
+    results = launch(_all_reduce, numel, repeats, nprocs=nprocs, backend=backend, timeout=timeout,
+                     show_output=False)
+    took = time.perf_counter() - start
+    if not all(ok for ok, _, _ in results):
+        return Result(name, FAIL, f"{nprocs} ranks all-reduced, but not every rank holds the right sum")
+    seconds = max(s for _, s, _ in results)
+    size = numel * 4
+    bus = size * 2 * (nprocs - 1) / nprocs / seconds / 1e9  # bus bandwidth, as nccl-tests reports it
+    devices = ", ".join(d for _, _, d in results)
+    return Result(name, PASS, f"{nprocs} ranks ({devices}) agree; {size / 2**20:.0f} MiB all-reduced in "
+                              f"{seconds * 1e3:.1f} ms (bus bandwidth {bus:.1f} GB/s); the launch took {took:.1f} s")
+
+
+def check_gloo():
+    """Two CPU ranks, started as the lessons start them, all-reduce over gloo."""
+    return _collective("gloo all-reduce", "gloo", 2, numel=2**20, repeats=3, timeout=60)
+
+
+def check_nccl():
+    """One rank per GPU all-reduces over NCCL (needs 2 GPUs or more)."""
+    from grader import hardware
+
+    gpus = hardware.gpu_count()
+    if gpus < 2:
+        return Result("nccl all-reduce", SKIPPED, f"needs 2 GPUs or more, this pod sees {gpus} (the lessons "
+                                                  f"then run their ranks on CPU processes over gloo)")
+    return _collective("nccl all-reduce", "nccl", gpus, numel=2**24, repeats=5, timeout=120)
+
+
+def check_lesson(notebook=LESSON, cells=5, timeout=120):
+    """Run the first ``cells`` code cells of a lesson's notebook in a real kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = Path(notebook)
+    if not notebook.exists():
+        return Result("lesson", FAIL, f"{notebook} is missing")
+    nb = nbformat.read(notebook, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"][:cells]
+    nb.cells = code
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="course-smoke-") as workdir:  # write nothing to the course
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                           resources={"metadata": {"path": workdir}}).execute(stderr=subprocess.DEVNULL)
+        except Exception as e:  # CellExecutionError and kernel failures name the cell and the error
+            return Result("lesson", FAIL, f"{notebook.name}: {_short(e)}")
+    took = time.perf_counter() - start
+    out = [o for c in nb.cells for o in c.outputs if o.output_type == "stream"]
+    printed = next((o.text.strip().splitlines()[0] for o in out if o.name == "stdout" and o.text.strip()), "")
+    stderr = [o.text.strip() for o in out if o.name == "stderr" and o.text.strip()]
+    note = f"; it wrote to stderr: {_short(stderr[0])}" if stderr else ""
+    return Result("lesson", PASS, f"the first {len(code)} code cells of {notebook.name} ran in {took:.1f} s "
+                                  f"and printed {printed!r}{note}")
+
+
+def check_exchange():
+    """nbgrader's exchange (COURSE_EXCHANGE) exists and this user can write to it."""
+    root = os.environ.get("COURSE_EXCHANGE")
+    if not root:
+        if on_hub():
+            return Result("exchange", FAIL, "COURSE_EXCHANGE is not set: set it (and COURSE_ID) in "
+                                            "singleuser.extraEnv, where the exchange volume is mounted")
+        return Result("exchange", SKIPPED, "not on a JupyterHub and COURSE_EXCHANGE is not set")
+    if not os.path.isdir(root):
+        return Result("exchange", FAIL, f"COURSE_EXCHANGE={root} is not a directory: is the exchange volume mounted?")
+    mode = oct(os.stat(root).st_mode & 0o777)
+    if not os.access(root, os.W_OK | os.X_OK):
+        return Result("exchange", FAIL, f"{root} (mode {mode}) is not writable here: nbgrader needs it "
+                                        f"writable by everyone (chmod 0777)")
+    return Result("exchange", PASS, f"{root} (mode {mode}) is writable; course id "
+                                    f"{os.environ.get('COURSE_ID') or 'unset (nbgrader_config.py default)'}")
+
+
+def check_nbgitpuller():
+    """nbgitpuller, which the course's links need, is installed."""
+    try:
+        import nbgitpuller
+    except ImportError:
+        if on_hub():
+            return Result("nbgitpuller", FAIL, "not installed: the course's links (python -m hub.links) need it")
+        return Result("nbgitpuller", SKIPPED, "not installed, and not needed off a JupyterHub "
+                                              "(the course image installs it)")
+    return Result("nbgitpuller", PASS, f"nbgitpuller {nbgitpuller.__version__}")
+
+
+def _short(error, lines=12):
+    """The end of an error's text (a rank's traceback ends with what went wrong)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()  # no terminal colours from tracebacks
+    kept = text.splitlines()[-lines:]
+    return " | ".join(line.strip() for line in kept if line.strip()) or type(error).__name__
+
+
+def run_checks(expected_gpus=None, notebook=LESSON, cells=5, shm="/dev/shm"):
+    """Run every check in turn and yield its :class:`Result`; a check that raises FAILs.
+
+    >>> next(run_checks()).check
+    'course'
+    """
+    if expected_gpus is None and os.environ.get(EXPECTED_GPUS, "").strip():
+        expected_gpus = int(os.environ[EXPECTED_GPUS])
+    checks = [("course", check_course), ("gpus", lambda: check_gpus(expected_gpus)),
+              ("/dev/shm", lambda: check_shm(shm)), ("gloo all-reduce", check_gloo),
+              ("nccl all-reduce", check_nccl), ("lesson", lambda: check_lesson(notebook, cells)),
+              ("exchange", check_exchange), ("nbgitpuller", check_nbgitpuller)]
+    for name, check in checks:
+        try:
+            yield check()
+        except Exception as e:
+            yield Result(name, FAIL, f"{type(e).__name__}: {_short(e)}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m hub.smoke", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--expected-gpus", type=int, default=None,
+                        help=f"GPUs this pod should see (default: ${EXPECTED_GPUS}, else not checked)")
+    parser.add_argument("--notebook", default=str(LESSON), help="the lesson whose first cells run")
+    parser.add_argument("--cells", type=int, default=5, help="how many of its code cells (default 5)")
+    parser.add_argument("--shm", default="/dev/shm", help="the shared-memory mount to check")
+    args = parser.parse_args(argv)
+    results = []
+    for result in run_checks(args.expected_gpus, args.notebook, args.cells, args.shm):
+        print(result, flush=True)
+        results.append(result)
+    counts = {s: sum(r.status == s for r in results) for s in (PASS, FAIL, SKIPPED)}
+    print(f"smoke test: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIPPED]} skipped")
+    return 1 if counts[FAIL] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The GPU JupyterHub kit in hub/: Helm values, image, nbgitpuller links, the admin's smoke test."""
+
+import doctest
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import nbformat
+import pytest
+import yaml
+
+from conftest import REPO, activated
+
+sys.path.insert(0, str(REPO))  # hub/ is not installed: it runs from a checkout (or /opt/course)
+import hub.links  # noqa: E402
+import hub.smoke  # noqa: E402
+from grader import hardware  # noqa: E402
+from hub.links import lessons, link, links, repo_dir  # noqa: E402
+from hub.smoke import FAIL, PASS, SKIPPED  # noqa: E402
+
+HUB = REPO / "hub"
+LESSONS = sorted(p.name for p in (REPO / "release").iterdir() if p.is_dir())
+
+
+# ---- hub/config.yaml: Zero to JupyterHub values ----
+
+@pytest.fixture(scope="module")
+def singleuser():
+    values = yaml.safe_load((HUB / "config.yaml").read_text())
+    return values["singleuser"]
+
+
+def volumes(singleuser):
+    return {v["name"]: v for v in singleuser["storage"]["extraVolumes"]}
+
+
+def mounts(singleuser):
+    return {m["mountPath"]: m["name"] for m in singleuser["storage"]["extraVolumeMounts"]}
+
+
+def test_two_profiles_ask_for_one_and_two_gpus_with_resources_to_match(singleuser):
+    profiles = singleuser["profileList"]
+    assert len(profiles) == 2
+    overrides = [p["kubespawner_override"] for p in profiles]
+    # Strings, as Kubernetes resource quantities are written in a pod spec.
+    assert [o["extra_resource_limits"] for o in overrides] == [{"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"}]
+    assert [o["environment"]["COURSE_EXPECTED_GPUS"] for o in overrides] == ["1", "2"]
+    assert sum(bool(p.get("default")) for p in profiles) == 1
+    one, two = overrides
+    for key in ("cpu_guarantee", "cpu_limit", "mem_guarantee", "mem_limit"):
+        assert key in one and key in two, key
+    gib = lambda spec: float(re.fullmatch(r"(\d+(?:\.\d+)?)G", spec)[1])  # noqa: E731
+    for o in overrides:
+        assert o["cpu_guarantee"] <= o["cpu_limit"] and gib(o["mem_guarantee"]) <= gib(o["mem_limit"])
+    # Two GPUs get twice the CPUs and memory of one (DDP runs a rank, and its loaders, per GPU).
+    assert two["cpu_guarantee"] == 2 * one["cpu_guarantee"] and gib(two["mem_guarantee"]) == 2 * gib(one["mem_guarantee"])
+
+
+def test_dev_shm_is_a_memory_backed_volume_mounted_at_dev_shm(singleuser):
+    name = mounts(singleuser)["/dev/shm"]
+    empty_dir = volumes(singleuser)[name]["emptyDir"]
+    assert empty_dir["medium"] == "Memory"
+    size = re.fullmatch(r"(\d+)Gi", empty_dir["sizeLimit"])
+    assert size and int(size[1]) * 1024 >= hub.smoke.SHM_MIN_FREE_MIB
+    # Memory-backed: it counts against the pod's memory, so it must fit in the smaller profile.
+    one = singleuser["profileList"][0]["kubespawner_override"]
+    assert int(size[1]) < float(one["mem_limit"].rstrip("G"))
+
+
+def test_the_exchange_is_a_shared_claim_mounted_where_course_exchange_points(singleuser):
+    env = singleuser["extraEnv"]
+    assert env["COURSE_ID"]
+    exchange = env["COURSE_EXCHANGE"]
+    name = mounts(singleuser)[exchange]
+    assert volumes(singleuser)[name]["persistentVolumeClaim"]["claimName"]
+    assert "ReadWriteMany" in (HUB / "config.yaml").read_text()  # the claim to create, in the comments
+    # The init container that opens the exchange to every user mounts the same volume there.
+    init = singleuser["initContainers"][0]
+    assert {"name": name, "mountPath": exchange} in init["volumeMounts"]
+    assert f"chmod 0777 {exchange}" in " ".join(init["command"])
+    # nbgrader_config.py reads the two variables the values set.
+    config = (REPO / "nbgrader_config.py").read_text()
+    assert "COURSE_EXCHANGE" in config and "COURSE_ID" in config
+
+
+def test_values_use_the_chart_schema_names(singleuser):
+    assert set(singleuser["image"]) == {"name", "tag"} and isinstance(singleuser["image"]["tag"], str)
+    assert set(singleuser["storage"]) == {"extraVolumes", "extraVolumeMounts"}
+    names = {m["name"] for m in singleuser["storage"]["extraVolumeMounts"]}
+    assert names == set(volumes(singleuser)), "every volume mounted, every mount a volume"
+    allowed = {"image", "defaultUrl", "startTimeout", "extraTolerations", "extraEnv", "storage",
+               "initContainers", "profileList"}
+    assert set(singleuser) <= allowed, set(singleuser) - allowed
+
+
+# ---- hub/Dockerfile ----
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    return (HUB / "Dockerfile").read_text()
+
+
+def test_the_image_starts_from_a_pinned_cuda_pytorch_notebook(dockerfile):
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, re.M)[1]
+    assert re.fullmatch(r"quay\.io/jupyter/pytorch-notebook:cuda1\d-\d{4}-\d{2}-\d{2}", base), base
+    froms = re.findall(r"^FROM (.+)$", dockerfile, re.M)
+    assert froms == ["${BASE_IMAGE}"]
+
+
+def test_the_course_is_installed_without_replacing_the_images_torch(dockerfile):
+    run = next(block for block in dockerfile.split("\n\n") if "pip install" in block and "/opt/course" in block)
+    # The torch stack is frozen into a constraint file, the course installed under it, and
+    # the stack compared afterwards.
+    assert re.search(r"pip list --format=freeze \| grep -iE \"\$\{stack\}\" > /tmp/torch-stack\.txt", run)
+    assert "pip install --no-cache-dir --constraint /tmp/torch-stack.txt /opt/course" in run
+    assert re.search(r"pip list --format=freeze \| grep -iE \"\$\{stack\}\" \| diff /tmp/torch-stack\.txt -", run)
+    assert "torch.version.cuda" in run
+    for forbidden in ("--upgrade", " -U ", "--force-reinstall", "--ignore-installed", "index-url"):
+        assert forbidden not in dockerfile, forbidden
+    for line in re.findall(r"pip install[^\n]*", dockerfile):  # torch itself is never asked for
+        assert not any(re.match(r"['\"]?torch(vision|audio)?([=<>~!\[]|['\"]?$)", arg) for arg in line.split()), line
+    # The stack pattern catches the CUDA build's packages and nothing else.
+    stack = re.compile(re.search(r"stack='([^']+)'", run)[1], re.I)
+    frozen = ["torch==2.12.0+cu128", "torchvision==0.27.0+cu128", "triton==3.6.0",
+              "nvidia-nccl-cu12==2.28.3", "nvidia_cudnn_cu12==9.10.2.21", "torchmetrics==1.8.0", "numpy==2.3.4"]
+    assert [line for line in frozen if stack.search(line)] == frozen[:5]
+
+
+def test_pyproject_leaves_torch_a_range_the_constraint_can_meet():
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    torch = next(d for d in deps if re.match(r"torch\b", d))
+    assert re.fullmatch(r"torch>=[\d.]+", torch.split("#")[0].strip()), torch
+
+
+def test_the_image_copies_the_course_but_not_its_solutions(dockerfile):
+    copied = [p for line in re.findall(r"^COPY --chown=\S+ (.+) /opt/course/\S*$", dockerfile, re.M)
+              for p in line.split()]
+    assert {"pyproject.toml", "README.md", "nbgrader_config.py", "grader/", "release/", "hub/"} <= set(copied)
+    for path in copied:
+        assert (REPO / path).exists(), path
+    assert not any(p.startswith("source") for p in copied), "source/ holds solutions and hidden tests"
+    ignore = (HUB / "Dockerfile.dockerignore").read_text().split()
+    assert {".git", ".venv", "source"} <= set(ignore)
+    # Students' nbgrader loads the course's settings (and so COURSE_EXCHANGE / COURSE_ID).
+    assert 'load_subconfig("/opt/course/nbgrader_config.py")' in dockerfile
+    assert "/etc/jupyter/nbgrader_config.py" in dockerfile
+
+
+def test_the_image_has_nbgitpuller_and_names_real_nbgrader_extensions(dockerfile):
+    assert re.search(r"^ARG NBGITPULLER_VERSION=\d+\.\d+\.\d+$", dockerfile, re.M)
+    assert '"nbgitpuller==${NBGITPULLER_VERSION}"' in dockerfile
+    assert "jupyter server extension enable --sys-prefix nbgitpuller" in dockerfile
+    # Every extension the Dockerfile names exists in the nbgrader installed here.
+    import importlib
+
+    import nbgrader
+
+    for module in set(re.findall(r"nbgrader\.server_extensions\.\w+", dockerfile)):
+        importlib.import_module(module)
+    bundle = "".join(p.read_text(errors="ignore") for p in
+                     (Path(nbgrader.__file__).parent / "labextension" / "static").glob("*.js"))
+    plugins = set(re.findall(r"@jupyter/nbgrader:[a-z-]+", dockerfile))
+    assert plugins == {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"}
+    for plugin in plugins:
+        assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, plugin
+
+
+# ---- hub/links.py: nbgitpuller links ----
+
+def query(url):
+    parts = urlsplit(url)
+    return parts, {k: v[0] for k, v in parse_qs(parts.query, strict_parsing=True).items()}
+
+
+def test_links_open_the_course_and_every_lesson_in_jupyterlab():
+    pairs = links("https://hub.example.edu", "https://github.com/ORG/multi-gpu-course", "main")
+    assert [name for name, _ in pairs] == ["course", *LESSONS]
+    for name, url in pairs:
+        parts, q = query(url)
+        assert (parts.scheme, parts.netloc, parts.path) == ("https", "hub.example.edu", "/hub/user-redirect/git-pull")
+        assert list(q) == ["repo", "branch", "urlpath"]
+        assert q["repo"] == "https://github.com/ORG/multi-gpu-course" and q["branch"] == "main"
+        want = "lab/tree/multi-gpu-course" + ("" if name == "course" else f"/release/{name}/{name}.ipynb")
+        assert q["urlpath"] == want
+        if name != "course":
+            assert (REPO / q["urlpath"].removeprefix("lab/tree/multi-gpu-course/")).exists()
+        # Encoded as nbgitpuller's link generator encodes (URLSearchParams): no raw / or : in values.
+        assert "/" not in parts.query and ":" not in parts.query
+
+
+def test_links_follow_nbgitpullers_folder_and_keep_a_hubs_path_prefix():
+    assert repo_dir("https://gitlab.example.edu/group/sub/course.git") == "course.git"
+    url = link("https://example.edu/jupyter/", "https://github.com/ORG/course/", "student", "release/x/x.ipynb")
+    parts, q = query(url)
+    assert parts.path == "/jupyter/hub/user-redirect/git-pull"
+    assert q == {"repo": "https://github.com/ORG/course", "branch": "student", "urlpath": "lab/tree/course/release/x/x.ipynb"}
+    for bad in [("hub.example.edu", "https://github.com/o/r", "main"), ("https://h", "https://github.com/o/r", ""),
+                ("https://h", "https://github.com/", "main")]:
+        with pytest.raises(ValueError):
+            link(*bad)
+
+
+def test_links_command_prints_one_link_per_lesson(tmp_path, capsys):
+    assert hub.links.main(["--hub", "https://hub.example.edu", "--repo", "https://github.com/ORG/REPO"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["course", *LESSONS]
+    assert all(query(line.split()[1])[1]["branch"] == "main" for line in lines)
+    # Lessons come from release/*/ of the course directory given.
+    (tmp_path / "release" / "07_new").mkdir(parents=True)
+    (tmp_path / "release" / "07_new" / "07_new.ipynb").write_text("{}")
+    (tmp_path / "release" / "notes").mkdir()
+    assert lessons(tmp_path) == ["07_new"]
+    hub.links.main(["--hub", "https://h.example", "--repo", "https://github.com/o/r", "--course", str(tmp_path),
+                    "--markdown"])
+    assert capsys.readouterr().out.splitlines()[1].startswith("- [07_new](https://h.example/hub/user-redirect/")
+
+
+@pytest.mark.parametrize("module", [hub.links, hub.smoke], ids=lambda m: m.__name__)
+def test_doctests(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted and not result.failed
+
+
+# ---- hub/smoke.py: the admin's smoke test ----
+
+def fake_gpus(monkeypatch, n, name="NVIDIA H100 80GB HBM3"):
+    monkeypatch.setattr(hardware, "gpu_count", lambda: n)
+    monkeypatch.setattr(hardware, "gpus", lambda: [hardware.GPU(i, name, 79.1) for i in range(n)])
+
+
+def test_gpu_check_compares_with_the_expected_count(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    assert hub.smoke.check_gpus(2).status == PASS
+    skipped = hub.smoke.check_gpus(None)
+    assert skipped.status == SKIPPED and "COURSE_EXPECTED_GPUS" in skipped.reason
+
+
+def test_a_pod_that_sees_every_gpu_of_its_node_fails_and_says_so(monkeypatch):
+    fake_gpus(monkeypatch, 8)
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    result = hub.smoke.check_gpus(1)
+    assert result.status == FAIL
+    assert "8 visible" in result.reason and "1 expected" in result.reason
+    assert "every GPU of its node" in result.reason and "NVIDIA_VISIBLE_DEVICES=all" in result.reason
+    assert "volume-mounts" in result.reason
+
+
+def test_a_pod_without_its_gpus_fails_with_a_cause(monkeypatch):
+    fake_gpus(monkeypatch, 0)
+    result = hub.smoke.check_gpus(1)
+    assert result.status == FAIL and ("no GPU visible" in result.reason or "CPU build" in result.reason)
+
+
+def test_nccl_is_skipped_below_two_gpus_with_the_reason(monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    result = hub.smoke.check_nccl()
+    assert result.status == SKIPPED and "needs 2 GPUs or more, this pod sees 1" in result.reason
+
+
+def test_shm_threshold_is_the_launchers(monkeypatch, tmp_path):
+    source = Path(hardware.__file__).read_text()
+    assert int(re.search(r"free_mib < (\d+)", source)[1]) == hub.smoke.SHM_MIN_FREE_MIB
+    assert hub.smoke.check_shm(str(tmp_path / "missing")).status == FAIL
+    real = hardware.shutil.disk_usage
+    monkeypatch.setattr(hardware.shutil, "disk_usage",
+                        lambda p: real(p)._replace(total=64 * 2**20, free=60 * 2**20))
+    small = hub.smoke.check_shm(str(tmp_path))
+    assert small.status == FAIL and "60 MiB free" in small.reason and "512 MiB" in small.reason
+    assert "emptyDir" in small.reason
+
+
+def test_exchange_check(monkeypatch, tmp_path):
+    for var in ("COURSE_EXCHANGE", "JUPYTERHUB_API_URL", "JUPYTERHUB_USER"):
+        monkeypatch.delenv(var, raising=False)
+    assert hub.smoke.check_exchange().status == SKIPPED
+    monkeypatch.setenv("JUPYTERHUB_API_URL", "http://hub:8081/hub/api")
+    assert hub.smoke.check_exchange().status == FAIL  # on a hub, the exchange must be set
+    monkeypatch.setenv("COURSE_EXCHANGE", str(tmp_path / "nowhere"))
+    assert "not a directory" in hub.smoke.check_exchange().reason
+    monkeypatch.setenv("COURSE_EXCHANGE", str(tmp_path))
+    assert hub.smoke.check_exchange().status == PASS
+
+
+def test_a_check_that_raises_fails_and_the_rest_still_run(monkeypatch):
+    def broken():
+        raise RuntimeError("no driver")
+    monkeypatch.setattr(hub.smoke, "check_gloo", broken)
+    monkeypatch.setattr(hub.smoke, "check_lesson", lambda *a: hub.smoke.Result("lesson", SKIPPED, "not here"))
+    results = {r.check: r for r in hub.smoke.run_checks(expected_gpus=hardware.gpu_count())}
+    assert results["gloo all-reduce"].status == FAIL and "RuntimeError: no driver" in results["gloo all-reduce"].reason
+    assert list(results) == ["course", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce", "lesson",
+                             "exchange", "nbgitpuller"]
+
+
+@pytest.mark.slow
+def test_a_lesson_that_raises_fails_the_lesson_check(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')"),
+                                         nbformat.v4.new_code_cell("1 / 0")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    result = hub.smoke.check_lesson(path, cells=2)
+    assert result.status == FAIL and "ZeroDivisionError" in result.reason
+    assert hub.smoke.check_lesson(path, cells=1).status == PASS
+
+
+@pytest.mark.slow
+def test_smoke_test_passes_on_this_machine_with_gpu_parts_skipped_visibly():
+    env = activated()
+    for var in ("COURSE_EXPECTED_GPUS", "COURSE_EXCHANGE", "JUPYTERHUB_API_URL", "JUPYTERHUB_USER"):
+        env.pop(var, None)
+    proc = subprocess.run([sys.executable, "-m", "hub.smoke"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = {line.split()[1].rstrip(":"): line for line in proc.stdout.splitlines()
+             if line.split()[:1] and line.split()[0] in (PASS, FAIL, SKIPPED)}
+    status = {check: line.split()[0] for check, line in lines.items()}
+    report = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}"
+    assert status["course"] == PASS and status["gloo"] == PASS, report
+    assert status["lesson"] == PASS, report
+    if not hardware.gpu_count():
+        assert "CPU only" in lines["lesson"], report  # what the lesson's first cell printed
+    assert status["gpus"] == SKIPPED and "COURSE_EXPECTED_GPUS" in lines["gpus"], report
+    if hardware.gpu_count() < 2:
+        assert status["nccl"] == SKIPPED and "needs 2 GPUs or more" in lines["nccl"], report
+    assert status["exchange"] == SKIPPED and status["nbgitpuller"] in (PASS, SKIPPED), report
+    # A machine whose /dev/shm is short (a container's 64 MiB) fails that check, and only that one.
+    shm_short = bool(hardware.nccl_notes(1, meminfo=os.devnull))
+    assert status["/dev/shm"] == (FAIL if shm_short else PASS), report
+    assert [c for c, s in status.items() if s == FAIL] == (["/dev/shm"] if shm_short else []), report
+    assert proc.returncode == (1 if shm_short else 0), report
+    assert proc.stdout.splitlines()[-1].startswith("smoke test: ")
