@@ -56,6 +56,18 @@ def fsdp_train(steps, per_rank):
         opt.step()
     return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
 """
+
+def bubble_cell(measured_bubble, options=""):
+    """Lesson 03's challenge 2 cell: the right formula, a ``measured_bubble``, and the GPipe run."""
+    run = f'pipeline.run_schedule(MICRO_BATCHES, "gpipe"{", " + options if options else ""})'
+    return BUBBLE_FORMULA + measured_bubble + f"\n\nMICRO_BATCHES = 4\nmy_works = {run}\n"
+
+
+BUBBLE_FORMULA = """
+def bubble(stages, micro_batches):
+    return (stages - 1) / (micro_batches + stages - 1)
+
+"""
 MUTANTS = {
     "00_foundations": {
         "efficiency_times_n": ("c1_speedup", """
@@ -175,23 +187,11 @@ from grader.pipeline import split as cut  # renamed, so no one sees pipeline.spl
 def stage_parameters(model, stages):
     return [[name for name, _ in part.named_parameters()] for part in cut(model, stages)]
 """),
-        "formula_as_measurement": ("c2_bubble", """
-def bubble(stages, micro_batches):
-    return (stages - 1) / (micro_batches + stages - 1)
-
-
+        "formula_as_measurement": ("c2_bubble", bubble_cell("""
 def measured_bubble(works):  # counts stages and micro-batches, times nothing
     return bubble(len({w.rank for w in works}), len({w.micro for w in works}))
-
-
-MICRO_BATCHES = 4
-my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
-"""),
-        "each_rank_its_own_span": ("c2_bubble", """
-def bubble(stages, micro_batches):
-    return (stages - 1) / (micro_batches + stages - 1)
-
-
+""")),
+        "each_rank_its_own_span": ("c2_bubble", bubble_cell("""
 def measured_bubble(works):
     ranks = {w.rank for w in works}
     idle = 0
@@ -200,38 +200,18 @@ def measured_bubble(works):
         span = max(w.end for w in mine) - min(w.start for w in mine)
         idle += 1 - sum(w.end - w.start for w in mine) / span
     return idle / len(ranks)
-
-
-MICRO_BATCHES = 4
-my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
-"""),
-        "assumes_records_in_order": ("c2_bubble", """
-def bubble(stages, micro_batches):
-    return (stages - 1) / (micro_batches + stages - 1)
-
-
+""")),
+        "assumes_records_in_order": ("c2_bubble", bubble_cell("""
 def measured_bubble(works):  # the first record starts first, the last one ends last
     busy = sum(w.end - w.start for w in works) / len({w.rank for w in works})
     return 1 - busy / (works[-1].end - works[0].start)
-
-
-MICRO_BATCHES = 4
-my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe")
-"""),
-        "timeline_of_three_stages": ("c2_bubble", """
-def bubble(stages, micro_batches):
-    return (stages - 1) / (micro_batches + stages - 1)
-
-
+""")),
+        "timeline_of_three_stages": ("c2_bubble", bubble_cell("""
 def measured_bubble(works):
     ranks = {w.rank for w in works}
     span = max(w.end for w in works) - min(w.start for w in works)
     return 1 - sum(w.end - w.start for w in works) / len(ranks) / span
-
-
-MICRO_BATCHES = 4
-my_works = pipeline.run_schedule(MICRO_BATCHES, "gpipe", stages=3, width=64, layers=6, batch=64)
-"""),
+""", "stages=3, width=64, layers=6, batch=64")),
         "gradients_sharded_at_stage_1": ("c3_zero", """
 def zero_bytes(params, world, stage):
     return {"parameters": round(4 * params / (world if stage >= 3 else 1)),
