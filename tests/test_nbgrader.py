@@ -232,22 +232,11 @@ def zero_bytes(params, world, stage):
 class FSDPSequential(nn.Sequential):  # the name FSDP gives, on a plain model averaged by hand
     pass
 
-
-def fsdp_train(steps, per_rank):
-    rank, world, device = init_distributed()
-    model = FSDPSequential(*mlp(in_features=16, hidden=32)).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    mine = slice(rank * per_rank, (rank + 1) * per_rank)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
-        for p in model.parameters():
-            dist.all_reduce(p.grad)
-            p.grad /= world
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
-"""),
+""" + FSDP_TRAIN.replace(
+            "fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))",
+            "FSDPSequential(*mlp(in_features=16, hidden=32)).to(device)").replace(
+            ".backward()\n", ".backward()\n        for p in model.parameters():\n"
+            "            dist.all_reduce(p.grad)\n            p.grad /= world\n").replace("p.full_tensor()", "p")),
         "fsdp_on_the_global_batch": ("c4_fsdp", FSDP_TRAIN.replace("x[mine]", "x").replace("y[mine]", "y")),
         "returns_the_shards": ("c5_full_state", "def full_state_dict(model):\n    return model.state_dict()\n"),
         "gathers_equal_pieces": ("c5_full_state", """
