@@ -4,12 +4,14 @@ One module per concern:
 
 - ``grader.hardware``: what this machine has and which device/backend to use
 - ``grader.timing``: honest timers, speedup and efficiency
+- ``grader.scaling``: DDP speedup measured (and graded fairly), Amdahl's and Gustafson's laws, the serial fraction fitted
 - ``grader.checks``: assertions for challenge cells, with messages that teach
 - ``grader.launch``: run a notebook function on N ranks with torch's elastic launcher
 - ``grader.models``: the small model and synthetic data the lessons train on
 - ``grader.memory``: bytes of parameters, gradients, optimizer state and activations, measured and predicted
 - ``grader.pipeline``: pipeline stages and schedules run on ranks, with a timeline and the bubble measured
 - ``grader.plots``: matplotlib figures for measurements
+- ``grader.integrity``: autograde preprocessors that make tampering with the tests score 0
 - ``grader.study``: the review side (flashcards, quizzes, explain, predict, timed sets,
   spaced repetition, progress, cheat sheets, Anki export), fed from ``grader/content``
 """

@@ -21,6 +21,7 @@ import ast
 import re
 import secrets
 
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 # What a submission has no business touching: IPython's input and AST transformers, its
@@ -110,7 +111,6 @@ def _is_test(cell):
 
 
 def _error(reason):
-    from nbformat.v4 import new_output
     return new_output("error", ename="GradingIntegrityError", evalue=reason, traceback=[f"GradingIntegrityError: {reason}"])
 
 
