@@ -32,6 +32,22 @@ def synthetic_batch(batch, in_features=512, classes=10, seed=0):
     return torch.randn(batch, in_features, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
 
+def teacher_task(samples, in_features=16, classes=4, seed=0):
+    """Inputs and the labels a fixed random linear "teacher" gives them: a task with something
+    to learn (unlike :func:`synthetic_batch`'s random labels), which a small MLP learns in seconds.
+    Every call with the same ``seed`` has the same teacher; split one call into training and
+    validation rows.
+
+    >>> x, y = teacher_task(1000)
+    >>> tuple(x.shape), sorted(set(y.tolist()))
+    ((1000, 16), [0, 1, 2, 3])
+    """
+    g = torch.Generator().manual_seed(seed)
+    teacher = torch.randn(in_features, classes, generator=g)
+    x = torch.randn(samples, in_features, generator=g)
+    return x, (x @ teacher).argmax(dim=1)
+
+
 class Block(nn.Module):
     """One transformer block in nanoGPT's shape: causal self-attention, then a 4x MLP, each
     after a LayerNorm and added back to the residual stream. Attention is written out, so the

@@ -104,3 +104,67 @@ def bubble_sweep(micro_batches, measured, stages, title=""):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def loss_curves(curves, title="", xlabel="epochs"):
+    """One line per run: ``curves`` maps a label to a list of (x, loss) points.
+
+    >>> fig = loss_curves({"batch 32": [(0.5, 1.0), (1, 0.6)], "batch 256": [(0.5, 1.2), (1, 0.9)]})
+    """
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, points in curves.items():
+        ax.plot(*zip(*points), label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_curves(batches, samples_per_second, title=""):
+    """Samples per second against the per-rank batch, one line per label (e.g. "1 rank", "2 ranks").
+
+    >>> fig = throughput_curves([16, 64, 256], {"1 rank": [2e3, 5e3, 7e3], "2 ranks": [1.6e3, 4.5e3, 1e4]})
+    """
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for label, values in samples_per_second.items():
+        ax.plot(batches, values, "o-", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch per rank")
+    ax.set_ylabel("samples per second")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
+    """Measured speedups against Amdahl's curve for the fitted ``serial`` fraction, up to the
+    largest rank count in ``predict``, where the curve's predictions are marked.
+
+    >>> fig = amdahl_fit([1, 2], [1.0, 1.6], serial=0.25)
+    """
+    from .scaling import amdahl
+
+    top = max([*ns, *predict])
+    xs = np.geomspace(1, top, 60)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(xs, xs, "--", color="grey", label="perfect (N)")
+    ax.plot(xs, [amdahl(serial, n) for n in xs], label=f"Amdahl, serial fraction {serial:.2f}")
+    ax.plot(ns, speedups, "o", color="black", label="measured")
+    for n in predict:
+        ax.annotate(f"{amdahl(serial, n):.2f}x at {n}", (n, amdahl(serial, n)), textcoords="offset points",
+                    xytext=(-10, 8), ha="right", fontsize=8)
+        ax.plot([n], [amdahl(serial, n)], "x", color="C1")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("speedup")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -6,7 +6,7 @@ time. These recorders let a test see the route taken:
 
 - :func:`forwards`: every module forward call made while it is open: which module, how
   deep in the call (0 = called by your code, 1 = called inside another module's forward),
-  and the batch it was given;
+  the batch it was given, and for DDP whether its backward will all-reduce;
 - :func:`calls`: every call of one function (``torch.save``, say), optionally slowed
   down so that a rank that does not wait for it is caught;
 - :func:`runs`: every run of a Python function's code, however it was imported or renamed
@@ -33,6 +33,7 @@ class Forward:
     rows: int | None  # dim 0 of the first tensor argument (the batch), None without one
     input: torch.Tensor | None = None  # a CPU copy of that tensor, when recorded
     sharded: bool = False  # its parameters are DTensors when called (FSDP2, tensor parallel)
+    grad_sync: bool | None = None  # DDP only: will the coming backward all-reduce? (False inside no_sync)
 
 
 @contextlib.contextmanager
@@ -57,7 +58,8 @@ def forwards(inputs=False):
         rows = first.shape[0] if first is not None and first.dim() else None
         copy = first.detach().cpu().clone() if inputs and first is not None else None
         sharded = any(isinstance(p, DTensor) for p in module.parameters())
-        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded))
+        sync = getattr(module, "require_backward_grad_sync", None)  # DDP's flag, which no_sync clears
+        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded, sync))
         depth[0] += 1
 
     def after(module, args, output):

@@ -1,8 +1,10 @@
 """Scaling experiments: how training time changes with ranks and batch, and the laws that fit it.
 
-:func:`ddp_speedup` measures DDP on N ranks against one process on the same global batch;
-:func:`grade_ddp_speedup` does it fairly on a busy grading machine. :func:`amdahl` and
-:func:`gustafson` are the two scaling laws; :func:`fit_serial_fraction` fits Amdahl's
+:func:`ddp_speedup` measures DDP on N ranks against one process on the same global batch
+(:func:`ddp_speedups` for several batches at once); :func:`grade_ddp_speedup` does it fairly
+on a busy grading machine. :func:`step_times` and :func:`throughput` sweep the per-rank
+batch; :func:`strong_scaling` and :func:`weak_scaling` sweep the rank count. :func:`amdahl`
+and :func:`gustafson` are the two scaling laws; :func:`fit_serial_fraction` fits Amdahl's
 serial fraction to measured speedups. :mod:`grader.timing` stays the honest timer.
 """
 
@@ -59,13 +61,132 @@ def _ddp_step_times(per_rank_batches, steps, warmup):
     return [statistics.median(t) for t in times]
 
 
-def _ddp_speedups(per_rank_batches, ranks, steps, warmup):
-    """DDP speedups of several per-rank batches, measured in turn in the same processes."""
-    common = dict(backend=ddp_backend(ranks), threads_per_rank=1, show_output=False)
-    t1 = launch(_ddp_step_times, [b * ranks for b in per_rank_batches], steps, warmup, nprocs=1, **common)[0]
-    tn = [max(times) for times in zip(*launch(_ddp_step_times, per_rank_batches, steps, warmup,
-                                              nprocs=ranks, **common))]
+def step_times(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
+    """Median seconds of one DDP training step of the course MLP on ``ranks`` fresh ranks, per batch.
+
+    The batches take turns step by step in the same processes; a step lasts as long as its
+    slowest rank. ``backend`` defaults to :func:`ddp_backend` of ``ranks`` (CPU ranks have
+    one thread each); pass ``ddp_backend(n)`` to compare with a run on n ranks.
+
+    >>> [t > 0 for t in step_times([16, 64], ranks=1, steps=1, warmup=1)]
+    [True, True]
+    """
+    times = launch(_ddp_step_times, list(per_rank_batches), steps, warmup, nprocs=ranks,
+                   backend=backend or ddp_backend(ranks), threads_per_rank=1, show_output=False)
+    return [max(t) for t in zip(*times)]
+
+
+def throughput(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
+    """Training samples per second (all ranks together) for each per-rank batch: see :func:`step_times`.
+
+    >>> [s > 0 for s in throughput([16, 64], ranks=1, steps=1, warmup=1)]
+    [True, True]
+    """
+    times = step_times(per_rank_batches, ranks, steps, warmup, backend)
+    return [b * ranks / t for b, t in zip(per_rank_batches, times)]
+
+
+def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2):
+    """:func:`ddp_speedup` of several per-rank batches, measured in turn in the same processes.
+
+    >>> [s > 0 for s in ddp_speedups([64, 256], ranks=2, steps=1, warmup=1)]
+    [True, True]
+    """
+    ranks = ranks or hardware.parallel_ranks()
+    backend = ddp_backend(ranks)
+    t1 = step_times([b * ranks for b in per_rank_batches], 1, steps, warmup, backend)
+    tn = step_times(per_rank_batches, ranks, steps, warmup, backend)
     return [one / many for one, many in zip(t1, tn)]
+
+
+def _one_and_ddp_step_times(one_batch, per_rank_batch, steps, warmup):
+    """On each rank: median seconds of a one-process step on ``one_batch`` (rank 0 alone, while
+    the others wait) and of a DDP step on ``per_rank_batch``, taking turns step by step.
+
+    Both run in the same processes at almost the same moments, so anything else running on the
+    machine slows them alike: their ratio stays fair on a busy machine.
+    """
+    rank, world, device = init_distributed()
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+    def stepper(model):
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            sync()
+        return step
+
+    alone = stepper(mlp().to(device)) if rank == 0 else None
+    together = stepper(DDP(mlp().to(device), bucket_cap_mb=1))
+    big = [t.to(device) for t in synthetic_batch(one_batch)]
+    mine = [t.to(device) for t in synthetic_batch(per_rank_batch, seed=rank)]
+    one, ddp = [], []
+    for i in range(warmup + steps):
+        dist.barrier()
+        if rank == 0:
+            t0 = time.perf_counter()
+            alone(*big)
+            one.append(time.perf_counter() - t0)
+        dist.barrier()
+        t0 = time.perf_counter()
+        together(*mine)
+        ddp.append(time.perf_counter() - t0)
+    return statistics.median(one[warmup:]) if rank == 0 else None, statistics.median(ddp[warmup:])
+
+
+@dataclass
+class ScalingPoint:
+    """One row of a strong or weak scaling table."""
+
+    ranks: int
+    per_rank_batch: int
+    seconds: float  # one training step (on 1 rank: one process, no DDP)
+    speedup: float  # strong: T1 / TN; weak (scaled speedup): N x T1 / TN
+    efficiency: float  # speedup / N
+
+    def __str__(self):
+        return (f"{self.ranks} rank(s) x batch {self.per_rank_batch}: {self.seconds * 1e3:.1f} ms per step, "
+                f"speedup {self.speedup:.2f}x, efficiency {self.efficiency:.0%}")
+
+
+def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup):
+    """Rows for 1 rank and each larger count in ``ranks``; every count is timed in its own fresh
+    processes, in turn with its own one-process baseline (:func:`_one_and_ddp_step_times`)."""
+    ranks = list(ranks or range(1, hardware.parallel_ranks() + 1))
+    if ranks[0] != 1 or len(ranks) < 2:
+        raise ValueError(f"a scaling sweep starts at 1 rank, the baseline, and goes on to more; got {ranks}")
+    backend = ddp_backend(max(ranks))
+    rows, baselines = [], []
+    for n in ranks[1:]:
+        times = launch(_one_and_ddp_step_times, one_batch, per_rank(n), steps, warmup, nprocs=n, backend=backend,
+                       threads_per_rank=1, show_output=False)
+        t1, tn = times[0][0], max(t for _, t in times)
+        baselines.append(t1)
+        rows.append(ScalingPoint(n, per_rank(n), tn, speedup(n, t1, tn), speedup(n, t1, tn) / n))
+    return [ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows]
+
+
+def strong_scaling(global_batch, ranks=None, steps=5, warmup=2):
+    """Strong scaling: the same ``global_batch`` split over 1, 2, ... ranks (default: up to
+    :func:`hardware.parallel_ranks`). Speedup T1 / TN; perfect is N.
+
+    >>> [p.ranks for p in strong_scaling(256, ranks=[1, 2], steps=1, warmup=1)]
+    [1, 2]
+    """
+    return _scaling(ranks, global_batch, lambda n: global_batch // n, lambda n, t1, tn: t1 / tn, steps, warmup)
+
+
+def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
+    """Weak scaling: ``per_rank_batch`` on every rank, so the global batch grows with the ranks.
+    Scaled speedup N x T1 / TN (samples per second against one rank); perfect is N.
+
+    >>> [p.per_rank_batch for p in weak_scaling(64, ranks=[1, 2], steps=1, warmup=1)]
+    [64, 64]
+    """
+    return _scaling(ranks, per_rank_batch, lambda n: per_rank_batch, lambda n, t1, tn: n * t1 / tn, steps, warmup)
 
 
 def ddp_backend(ranks):
@@ -105,7 +226,7 @@ def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
     >>> ddp_speedup(64, ranks=2, steps=1, warmup=1) > 0
     True
     """
-    return _ddp_speedups([per_rank_batch], ranks or hardware.parallel_ranks(), steps, warmup)[0]
+    return ddp_speedups([per_rank_batch], ranks, steps, warmup)[0]
 
 
 def _ddp_rule(ranks):
@@ -163,7 +284,7 @@ def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
     rule = _ddp_rule(ranks)
     reference_batch = rule["reference_per_rank_batch"]
     batches = list(dict.fromkeys([per_rank_batch, reference_batch]))  # once if they are the same
-    best = [max(s) for s in zip(*(_ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
+    best = [max(s) for s in zip(*(ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
     mine, reference = best[0], best[-1]
     needed = max(1.0, min(expected_ddp_speedup(ranks), rule["fraction_of_reference"] * reference))
     return SpeedupGrade(per_rank_batch, mine, reference_batch, reference, needed, ddp_measured_on(ranks))

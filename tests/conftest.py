@@ -23,6 +23,15 @@ def read_nb(path):
     return json.loads(Path(path).read_text())
 
 
+def assert_ran_cleanly(nb):
+    """Every code cell of an executed notebook ran without an error and wrote nothing to stderr."""
+    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", f"code cell {i} raised {out['ename']}: {out['evalue']}"
+            assert not (out["output_type"] == "stream" and out["name"] == "stderr"), \
+                f"code cell {i} wrote to stderr (nbgrader scores such a test cell 0):\n{out['text']}"
+
+
 def graded_cells(nb, kind):
     """Cells nbgrader marks as ``kind`` ("solution" or "grade")."""
     return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get(kind)]

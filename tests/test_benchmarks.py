@@ -19,3 +19,18 @@ def test_the_model_parallel_benchmark_prints_the_bubble_and_the_bytes_tables():
     assert sum(line.startswith(("| 1 |", "| 2 |", "| 4 |", "| 8 |")) for line in out.splitlines()) == 4
     for method in ("DDP", "ZeRO-1", "FSDP2"):
         assert sum(line.startswith(f"| {method} |") for line in out.splitlines()) == 3  # two ranks, the prediction
+
+
+@pytest.mark.slow
+def test_the_batch_scaling_benchmark_prints_throughput_scaling_and_the_serial_fraction():
+    script = REPO / "tests" / "benchmarks" / "batch_scaling.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert [line for line in lines if line.startswith("## ")] == [
+        "## Throughput against the per-rank batch", "## Strong and weak scaling on 1 and 2 ranks",
+        "## Serial fraction fitted to strong scaling, global batch 128"]
+    assert sum(line.startswith(("| 16 |", "| 64 |")) for line in lines) == 2
+    assert sum(line.startswith(("| strong", "| weak")) for line in lines) == 2
+    assert any(line.startswith("serial fraction ") for line in lines)

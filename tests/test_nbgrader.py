@@ -6,7 +6,7 @@ import json
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import LESSONS, REPO, graded_cells, lesson_notebook, nbgrader, read_nb
+from conftest import LESSONS, REPO, assert_ran_cleanly, graded_cells, lesson_notebook, nbgrader, read_nb
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +56,67 @@ def fsdp_train(steps, per_rank):
         opt.step()
     return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
 """
+
+# Lesson 04: the accumulation answer (the solution), to vary.
+ACCUMULATE = """
+def accumulation_train(steps, micro, accumulation):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32).to(device))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    per_rank = micro * accumulation
+    for step in range(steps):
+        x, y = synthetic_batch(per_rank * world, in_features=16, seed=step)
+        mine = slice(rank * per_rank, (rank + 1) * per_rank)
+        opt.zero_grad()
+        for i, (xb, yb) in enumerate(zip(x[mine].split(micro), y[mine].split(micro))):
+            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():
+                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))
+                (loss / accumulation).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+"""
+# Lesson 04: the batch arithmetic, right, to vary.
+BATCH_ARITHMETIC = """
+def global_batch(per_device, devices, accumulation=1):
+    return per_device * devices * accumulation
+
+
+def per_device_batch(global_batch, devices, accumulation=1):
+    if global_batch % (devices * accumulation):
+        raise ValueError("uneven")
+    return global_batch // (devices * accumulation)
+
+
+def scaled_lr(base_lr, base_batch, batch, rule="linear"):
+    k = batch / base_batch
+    return base_lr * (k if rule == "linear" else math.sqrt(k))
+"""
+SERIAL_FIT = """
+def fit_serial(ns, speedups):
+    pairs = [(1 - 1 / n, 1 / s - 1 / n) for n, s in zip(ns, speedups) if n > 1]
+    return sum(a * b for a, b in pairs) / sum(a * a for a, _ in pairs)
+
+"""
+MEASURED_SPEEDUPS = """
+GLOBAL_BATCH = 1024
+points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP)
+MY_NS = [p.ranks for p in points]
+MY_SPEEDUPS = [p.speedup for p in points]
+MY_SERIAL = fit_serial(MY_NS, MY_SPEEDUPS)
+"""
+SMALLEST = """
+def smallest_batch(efficiencies, target):
+    reaching = [batch for batch, efficiency in efficiencies.items() if efficiency >= target]
+    return min(reaching) if reaching else None
+
+"""
+EFFICIENCIES_MEASURED = """
+TARGET = scaling.expected_ddp_speedup(2) / 2
+candidates = [64, 256, 1024, 2048]
+MY_EFFICIENCIES = {b: s / 2 for b, s in zip(candidates, scaling.ddp_speedups(candidates, ranks=2))}
+PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
+"""
+
 
 def bubble_cell(measured_bubble, options=""):
     """Lesson 03's challenge 2 cell: the right formula, a ``measured_bubble``, and the GPipe run."""
@@ -254,6 +315,60 @@ def full_state_dict(model):
     return {k: v.to_local().cpu() for k, v in model.state_dict().items()}
 """),
     },
+    "04_batch_scaling": {
+        "ignores_accumulation": ("c1_batch", BATCH_ARITHMETIC.replace(
+            "global_batch // (devices * accumulation)", "global_batch // devices").replace(
+            "global_batch % (devices * accumulation)", "global_batch % devices")),
+        "floors_uneven_splits": ("c1_batch", BATCH_ARITHMETIC.replace(
+            'if global_batch % (devices * accumulation):\n        raise ValueError("uneven")\n    ', "")),
+        "one_rule_for_all": ("c1_batch", BATCH_ARITHMETIC.replace(
+            '(k if rule == "linear" else math.sqrt(k))', "k")),
+        "warms_up_from_zero": ("c2_warmup", """
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    k = batch / base_batch
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: k * min(1.0, step / warmup_steps))
+"""),
+        "forgets_to_scale": ("c2_warmup", """
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup_steps))
+"""),
+        "scaled_without_warmup": ("c2_warmup", """
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: batch / base_batch)
+"""),
+        "loss_not_divided": ("c3_accumulate", ACCUMULATE.replace("(loss / accumulation).backward()", "loss.backward()")),
+        "no_sync_around_backward_only": ("c3_accumulate", ACCUMULATE.replace(
+            "            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():\n"
+            "                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))\n",
+            "            loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))\n"
+            "            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():\n")),
+        "every_rank_the_global_batch": ("c3_accumulate", ACCUMULATE.replace("x[mine]", "x").replace(
+            "y[mine]", "y").replace("i < accumulation - 1", "i < accumulation * world - 1").replace(
+            "loss / accumulation", "loss / (accumulation * world)")),
+        "last_point_only": ("c4_serial", """
+def fit_serial(ns, speedups):
+    return (ns[-1] / speedups[-1] - 1) / (ns[-1] - 1)
+
+""" + MEASURED_SPEEDUPS),
+        "asks_the_toolkit": ("c4_serial", "from grader.scaling import fit_serial_fraction as fit_serial\n"
+                             + MEASURED_SPEEDUPS),
+        "typed_in_speedups": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
+            "MY_SPEEDUPS = [p.speedup for p in points]", "MY_SPEEDUPS = [1.0, 2.0]  # what two ranks should give").replace(
+            "points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP)\n", "").replace(
+            "[p.ranks for p in points]", "SWEEP")),
+        "best_not_smallest": ("c5_efficiency", """
+def smallest_batch(efficiencies, target):
+    best = max(efficiencies, key=efficiencies.get)
+    return best if efficiencies[best] >= target else None
+
+""" + EFFICIENCIES_MEASURED),
+        "first_listed": ("c5_efficiency", """
+def smallest_batch(efficiencies, target):
+    return next((batch for batch, efficiency in efficiencies.items() if efficiency >= target), None)
+
+""" + EFFICIENCIES_MEASURED),
+        "speedups_as_efficiencies": ("c5_efficiency", SMALLEST + EFFICIENCIES_MEASURED.replace("s / 2", "s")),
+    },
 }
 
 
@@ -381,6 +496,12 @@ def test_solution_gets_full_marks(graded, lesson):
     score, max_score, _ = scores(graded[0], lesson, "solver")
     assert max_score >= 10
     assert score == max_score
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solution_runs_top_to_bottom_without_errors_or_stderr(graded, lesson):
+    # The solver's notebook is the source run top to bottom, under nbgrader's cell time-out.
+    assert_ran_cleanly(read_nb(graded[0] / "autograded" / "solver" / lesson / f"{lesson}.ipynb"))
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
