@@ -23,21 +23,9 @@ from .launch import init_distributed, launch
 from .models import mlp, synthetic_batch
 
 
-def _ddp_step_times(per_rank_batches, steps, warmup):
-    """On each rank: median seconds of one DDP training step for each per-rank batch.
-
-    With one process there is no DDP. The batches take turns step by step, so anything
-    else running on the machine slows each of them alike.
-    """
-    rank, world, device = init_distributed()
-    model = mlp().to(device)
-    if world > 1:
-        # Small buckets: each layer's gradients are all-reduced while backward still works
-        # on the layers before it. This 6 MB model fits one default 25 MB bucket, whose
-        # all-reduce could only start once backward had finished.
-        model = DDP(model, bucket_cap_mb=1)
+def _trainer(model, device):
+    """A function that takes one SGD training step of ``model`` and waits until it is done."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    batches = [tuple(t.to(device) for t in synthetic_batch(b, seed=rank)) for b in per_rank_batches]
     # GPU work (NCCL's all-reduce included) is queued: wait for it before reading the clock.
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
@@ -45,20 +33,71 @@ def _ddp_step_times(per_rank_batches, steps, warmup):
         opt.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+        sync()
+    return step
 
+
+def _ddp(model):
+    # Small buckets: each layer's gradients are all-reduced while backward still works on the
+    # layers before it. This 6 MB model fits one default 25 MB bucket, whose all-reduce could
+    # only start once backward had finished.
+    return DDP(model, bucket_cap_mb=1)
+
+
+def _ddp_step_times(per_rank_batches, steps, warmup):
+    """On each rank: median seconds of one DDP training step for each per-rank batch.
+
+    With one process there is no DDP. The batches take turns step by step, so anything
+    else running on the machine slows each of them alike.
+    """
+    rank, world, device = init_distributed()
+    step = _trainer(_ddp(mlp().to(device)) if world > 1 else mlp().to(device), device)
+    batches = [tuple(t.to(device) for t in synthetic_batch(b, seed=rank)) for b in per_rank_batches]
     for _ in range(warmup):
         for x, y in batches:
             step(x, y)
-    sync()
     dist.barrier()
     times = [[] for _ in batches]
     for _ in range(steps):  # no barrier needed: DDP's all-reduce ends each step in step
         for (x, y), seconds in zip(batches, times):
             t0 = time.perf_counter()
             step(x, y)
-            sync()
             seconds.append(time.perf_counter() - t0)
     return [statistics.median(t) for t in times]
+
+
+def _one_and_ddp_step_times(pairs, steps, warmup):
+    """On each rank: for each ``(one_batch, per_rank_batch)`` pair, median seconds of a
+    one-process step on ``one_batch`` (rank 0 alone, while the others wait) and of a DDP step
+    on ``per_rank_batch``. Everything takes turns step by step in the same processes, so
+    anything else running on the machine slows each alike: the ratios stay fair on a busy one.
+    """
+    rank, world, device = init_distributed()
+    alone = _trainer(mlp().to(device), device) if rank == 0 else None
+    together = _trainer(_ddp(mlp().to(device)), device)
+    data = [[tuple(t.to(device) for t in synthetic_batch(b, seed=seed)) for b, seed in ((one, 0), (mine, rank))]
+            for one, mine in pairs]
+    times = [([], []) for _ in pairs]
+    for i in range(warmup + steps):
+        for (big, mine), (one, ddp) in zip(data, times):
+            dist.barrier()
+            if rank == 0:
+                t0 = time.perf_counter()
+                alone(*big)
+                one.append(time.perf_counter() - t0)
+            dist.barrier()
+            t0 = time.perf_counter()
+            together(*mine)
+            ddp.append(time.perf_counter() - t0)
+    return [(statistics.median(one[warmup:]) if rank == 0 else None, statistics.median(ddp[warmup:]))
+            for one, ddp in times]
+
+
+def _in_turn(pairs, ranks, steps, warmup, backend):
+    """(one-process seconds, slowest rank's DDP seconds) for each pair, on ``ranks`` fresh ranks."""
+    per_rank = launch(_one_and_ddp_step_times, pairs, steps, warmup, nprocs=ranks, backend=backend,
+                      threads_per_rank=1, show_output=False)
+    return [(per_rank[0][i][0], max(r[i][1] for r in per_rank)) for i in range(len(pairs))]
 
 
 def step_times(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
@@ -87,54 +126,15 @@ def throughput(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
 
 
 def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2):
-    """:func:`ddp_speedup` of several per-rank batches, measured in turn in the same processes.
+    """:func:`ddp_speedup` of several per-rank batches, each DDP step taking turns with a step of
+    one process on the same global batch, in the same fresh processes.
 
     >>> [s > 0 for s in ddp_speedups([64, 256], ranks=2, steps=1, warmup=1)]
     [True, True]
     """
     ranks = ranks or hardware.parallel_ranks()
-    backend = ddp_backend(ranks)
-    t1 = step_times([b * ranks for b in per_rank_batches], 1, steps, warmup, backend)
-    tn = step_times(per_rank_batches, ranks, steps, warmup, backend)
-    return [one / many for one, many in zip(t1, tn)]
-
-
-def _one_and_ddp_step_times(one_batch, per_rank_batch, steps, warmup):
-    """On each rank: median seconds of a one-process step on ``one_batch`` (rank 0 alone, while
-    the others wait) and of a DDP step on ``per_rank_batch``, taking turns step by step.
-
-    Both run in the same processes at almost the same moments, so anything else running on the
-    machine slows them alike: their ratio stays fair on a busy machine.
-    """
-    rank, world, device = init_distributed()
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-
-    def stepper(model):
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-
-        def step(x, y):
-            opt.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-            sync()
-        return step
-
-    alone = stepper(mlp().to(device)) if rank == 0 else None
-    together = stepper(DDP(mlp().to(device), bucket_cap_mb=1))
-    big = [t.to(device) for t in synthetic_batch(one_batch)]
-    mine = [t.to(device) for t in synthetic_batch(per_rank_batch, seed=rank)]
-    one, ddp = [], []
-    for i in range(warmup + steps):
-        dist.barrier()
-        if rank == 0:
-            t0 = time.perf_counter()
-            alone(*big)
-            one.append(time.perf_counter() - t0)
-        dist.barrier()
-        t0 = time.perf_counter()
-        together(*mine)
-        ddp.append(time.perf_counter() - t0)
-    return statistics.median(one[warmup:]) if rank == 0 else None, statistics.median(ddp[warmup:])
+    pairs = [(b * ranks, b) for b in per_rank_batches]
+    return [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))]
 
 
 @dataclass
@@ -161,9 +161,7 @@ def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup):
     backend = ddp_backend(max(ranks))
     rows, baselines = [], []
     for n in ranks[1:]:
-        times = launch(_one_and_ddp_step_times, one_batch, per_rank(n), steps, warmup, nprocs=n, backend=backend,
-                       threads_per_rank=1, show_output=False)
-        t1, tn = times[0][0], max(t for _, t in times)
+        ((t1, tn),) = _in_turn([(one_batch, per_rank(n))], n, steps, warmup, backend)
         baselines.append(t1)
         rows.append(ScalingPoint(n, per_rank(n), tn, speedup(n, t1, tn), speedup(n, t1, tn) / n))
     return [ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows]
