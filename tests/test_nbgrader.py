@@ -62,7 +62,7 @@ ACCUMULATE = """
 def accumulation_train(steps, micro, accumulation):
     rank, world, device = init_distributed()
     model = DDP(mlp(in_features=16, hidden=32).to(device))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.01)
     per_rank = micro * accumulation
     for step in range(steps):
         x, y = synthetic_batch(per_rank * world, in_features=16, seed=step)
@@ -98,8 +98,8 @@ def fit_serial(ns, speedups):
 
 """
 MEASURED_SPEEDUPS = """
-GLOBAL_BATCH = 1024
-points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP)
+GLOBAL_BATCH = 512
+points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP, steps=15)
 MY_NS = [p.ranks for p in points]
 MY_SPEEDUPS = [p.speedup for p in points]
 MY_SERIAL = fit_serial(MY_NS, MY_SPEEDUPS)
@@ -321,6 +321,8 @@ def full_state_dict(model):
             "global_batch % (devices * accumulation)", "global_batch % devices")),
         "floors_uneven_splits": ("c1_batch", BATCH_ARITHMETIC.replace(
             'if global_batch % (devices * accumulation):\n        raise ValueError("uneven")\n    ', "")),
+        "checks_each_factor": ("c1_batch", BATCH_ARITHMETIC.replace(
+            "if global_batch % (devices * accumulation):", "if global_batch % devices or global_batch % accumulation:")),
         "one_rule_for_all": ("c1_batch", BATCH_ARITHMETIC.replace(
             '(k if rule == "linear" else math.sqrt(k))', "k")),
         "warms_up_from_zero": ("c2_warmup", """
@@ -336,26 +338,42 @@ def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
 def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: batch / base_batch)
 """),
-        "loss_not_divided": ("c3_accumulate", ACCUMULATE.replace("(loss / accumulation).backward()", "loss.backward()")),
+        "first_group_only": ("c2_warmup", """
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    optimizer.param_groups[0]["lr"] = base_lr * batch / base_batch
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup_steps))
+"""),
         "no_sync_around_backward_only": ("c3_accumulate", ACCUMULATE.replace(
             "            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():\n"
             "                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))\n",
             "            loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))\n"
             "            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():\n")),
-        "every_rank_the_global_batch": ("c3_accumulate", ACCUMULATE.replace("x[mine]", "x").replace(
-            "y[mine]", "y").replace("i < accumulation - 1", "i < accumulation * world - 1").replace(
-            "loss / accumulation", "loss / (accumulation * world)")),
-        "last_point_only": ("c4_serial", """
-def fit_serial(ns, speedups):
-    return (ns[-1] / speedups[-1] - 1) / (ns[-1] - 1)
-
-""" + MEASURED_SPEEDUPS),
+        # The same steps as dividing the loss for plain SGD, but not with weight decay.
+        "learning_rate_divided_not_the_loss": ("c3_accumulate", ACCUMULATE.replace(
+            "(loss / accumulation).backward()", "loss.backward()").replace("lr=0.1,", "lr=0.1 / accumulation,")),
+        "one_backward_for_all": ("c3_accumulate", ACCUMULATE.replace(
+            "        for i, (xb, yb)", "        losses = []\n        for i, (xb, yb)").replace(
+            "                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))\n"
+            "                (loss / accumulation).backward()\n",
+            "                losses.append(nn.functional.cross_entropy(model(xb.to(device)), yb.to(device)))\n"
+            "        (sum(losses) / accumulation).backward()\n")),
+        "interleaved_rows": ("c3_accumulate", ACCUMULATE.replace(
+            "zip(x[mine].split(micro), y[mine].split(micro))", "zip(x[rank::world].split(micro), y[rank::world].split(micro))")),
         "asks_the_toolkit": ("c4_serial", "from grader.scaling import fit_serial_fraction as fit_serial\n"
                              + MEASURED_SPEEDUPS),
         "typed_in_speedups": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
             "MY_SPEEDUPS = [p.speedup for p in points]", "MY_SPEEDUPS = [1.0, 2.0]  # what two ranks should give").replace(
-            "points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP)\n", "").replace(
+            "points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP, steps=15)\n", "").replace(
             "[p.ranks for p in points]", "SWEEP")),
+        "drops_the_first_point": ("c4_serial", """
+def fit_serial(ns, speedups):  # the first point is the one-rank baseline
+    xs = [1 - 1 / n for n in ns[1:]]
+    ys = [1 / s - 1 / n for n, s in zip(ns[1:], speedups[1:])]
+    return sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+
+""" + MEASURED_SPEEDUPS),
+        "a_batch_of_its_own": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
+            "GLOBAL_BATCH = 512", "GLOBAL_BATCH = 8192  # scales better")),
         "best_not_smallest": ("c5_efficiency", """
 def smallest_batch(efficiencies, target):
     best = max(efficiencies, key=efficiencies.get)
@@ -365,6 +383,14 @@ def smallest_batch(efficiencies, target):
         "first_listed": ("c5_efficiency", """
 def smallest_batch(efficiencies, target):
     return next((batch for batch, efficiency in efficiencies.items() if efficiency >= target), None)
+
+""" + EFFICIENCIES_MEASURED),
+        "least_efficient_that_reaches": ("c5_efficiency", """
+def smallest_batch(efficiencies, target):
+    for batch, efficiency in sorted(efficiencies.items(), key=lambda item: item[1]):
+        if efficiency >= target:
+            return batch
+    return None
 
 """ + EFFICIENCIES_MEASURED),
         "speedups_as_efficiencies": ("c5_efficiency", SMALLEST + EFFICIENCIES_MEASURED.replace("s / 2", "s")),
