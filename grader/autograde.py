@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from multiprocessing import connection
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -44,10 +44,9 @@ from grader import hardware
 from grader.launch import _descendants, _signal
 
 LOGS = "autograde_logs"
-# Workers are forked from a server process that imported nbgrader (and the course's
-# preprocessors) once: a fresh `nbgrader` command spends about 4 s on its imports, as long
-# as grading a light notebook takes.
-WORKERS = multiprocessing.get_context("forkserver")
+# Workers are forked from this process, which has imported nbgrader already: a fresh
+# `nbgrader` command spends about 4 s on its imports, half as long as grading a light notebook.
+FORK = multiprocessing.get_context("fork")
 
 
 def course_directory():
@@ -108,21 +107,21 @@ def _nbgrader(course, args, log, threads):
     os.chdir(course)
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    with open(log, "w") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
     NbGraderApp.launch_instance(args)
 
 
-def grade(coursedir, lesson, student, gradebook, scratch, log, threads, force=False, timeout=None):
-    """Autograde one student with ``nbgrader autograde`` in a worker process; its exit status (None: timed out).
+def start(coursedir, lesson, student, gradebook, scratch, log, threads, force=False):
+    """Start autograding one student: ``nbgrader autograde LESSON --student=S`` in a worker process; the process.
 
     The worker reads the course's config and submissions but writes only under ``scratch``:
     a copy of ``gradebook`` (the course's, copied before any merge) and scratch/autograded/,
     which starts with the student's autograded folder if there is one, so nbgrader skips or
     regrades it as it would in the course. Its output goes to ``log``; its kernel gets
-    ``threads`` CPU threads. For example ``grade(course_directory(), "01_data_parallel",
-    "alice", "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", threads=1)``.
+    ``threads`` CPU threads. For example ``start(course_directory(), "01_data_parallel",
+    "alice", "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", threads=1).join()``.
     """
     scratch.mkdir(parents=True)
     shutil.copy(gradebook, scratch / "gradebook.db")
@@ -131,17 +130,19 @@ def grade(coursedir, lesson, student, gradebook, scratch, log, threads, force=Fa
         shutil.copytree(graded, scratch / "autograded" / student / lesson)
     args = ["autograde", lesson, f"--student={student}", f"--CourseDirectory.db_url=sqlite:///{scratch / 'gradebook.db'}",
             f"--CourseDirectory.autograded_directory={scratch / 'autograded'}", *(["--force"] if force else [])]
-    worker = WORKERS.Process(target=_nbgrader, args=(coursedir.root, args, log, threads))
+    worker = FORK.Process(target=_nbgrader, args=(coursedir.root, args, log, threads))
     worker.start()
-    worker.join(timeout)
-    if worker.exitcode is None:
-        for pid in [worker.pid, *_descendants(worker.pid)]:  # the kernel and its ranks run in sessions of their own
-            _signal(pid, signal.SIGKILL)
-        worker.join()
-        with open(log, "a") as out:
-            out.write(f"\ngrader.autograde: stopped after {timeout} s\n")
-        return None
-    return worker.exitcode
+    return worker
+
+
+def stop(worker):
+    """Stop a worker, the kernel it started and that kernel's ranks (each in a session of its own).
+
+    For example ``stop(start(...))``.
+    """
+    for pid in [worker.pid, *_descendants(worker.pid)]:
+        _signal(pid, signal.SIGKILL)
+    worker.join()
 
 
 def _copy_columns(source, target):
@@ -178,6 +179,19 @@ def merge(scratch_db, course_db, course_id, lesson, student):
         target.db.commit()
 
 
+def collect(coursedir, lesson, student, scratch, graded):
+    """Merge a worker's gradebook into the course's, and put its autograded folder in place if it ``graded``.
+
+    Otherwise the student's autograded folder is removed, as nbgrader removes a failed
+    student's. For example ``collect(course_directory(), "01_data_parallel", "alice", Path("/tmp/alice"), True)``.
+    """
+    merge(f"sqlite:///{scratch / 'gradebook.db'}", coursedir.db_url, coursedir.course_id, lesson, student)
+    folder = Path(coursedir.format_path(coursedir.autograded_directory, student, lesson))
+    shutil.rmtree(folder, ignore_errors=True)
+    if graded and (scratch / "autograded" / student / lesson).is_dir():
+        shutil.copytree(scratch / "autograded" / student / lesson, folder)
+
+
 def autograde(lesson, workers=None, force=False, timeout=1800):
     """Autograde every submission of ``lesson`` in the current course, ``workers`` at a time.
 
@@ -199,37 +213,37 @@ def autograde(lesson, workers=None, force=False, timeout=1800):
     logs.mkdir(parents=True, exist_ok=True)
     print(f"Autograding {len(students)} submissions of {lesson}, {workers} at a time, on {hardware.describe()}; "
           f"logs in {logs}")
-    WORKERS.set_forkserver_preload(["grader.autograde", "grader.integrity"])  # this module, the config's
     threads = max(1, hardware.cpu_cores() // workers)
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, ThreadPoolExecutor(workers) as pool:
+    tqdm.monitor_interval = 0  # no monitor thread: a process with threads is not to be forked
+    waiting, running, rows = list(students), {}, []
+    with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, tqdm(total=len(students), unit="student", desc=lesson) as bar:
         gradebook = Path(tmp, "gradebook.db")  # the course's, as it was before any student was merged
         shutil.copy(coursedir.db_url.removeprefix("sqlite:///"), gradebook)
-
-        def run(student):
-            start = time.perf_counter()
-            code = grade(coursedir, lesson, student, gradebook, Path(tmp, student), logs / f"{student}.log",
-                         threads, force, timeout)
-            return code, time.perf_counter() - start
-
-        futures = {pool.submit(run, student): student for student in students}
-        for future in tqdm(as_completed(futures), total=len(futures), unit="student", desc=lesson):
-            student = futures[future]
-            code, seconds = future.result()
-            scratch = Path(tmp, student)
-            merge(f"sqlite:///{scratch / 'gradebook.db'}", coursedir.db_url, coursedir.course_id, lesson, student)
-            graded = Path(coursedir.format_path(coursedir.autograded_directory, student, lesson))
-            shutil.rmtree(graded, ignore_errors=True)  # as nbgrader removes a failed student's
-            if code == 0 and (scratch / "autograded" / student / lesson).is_dir():
-                shutil.copytree(scratch / "autograded" / student / lesson, graded)
-            if code is None:
-                status = f"timed out after {timeout} s"
-            elif code:
-                status = f"failed (exit {code})"
-            else:
-                status = "skipped (graded before)" if "Skipping existing" in (logs / f"{student}.log").read_text() \
-                    else "graded"
-            rows.append((student, seconds, status))
+        while waiting or running:
+            while waiting and len(running) < workers:
+                student = waiting.pop(0)
+                worker = start(coursedir, lesson, student, gradebook, Path(tmp, student), logs / f"{student}.log",
+                               threads, force)
+                running[student] = worker, time.perf_counter()
+            connection.wait([worker.sentinel for worker, _ in running.values()], timeout=1)
+            for student, (worker, started) in list(running.items()):
+                seconds = time.perf_counter() - started
+                if worker.is_alive() and seconds < timeout:
+                    continue
+                del running[student]
+                log = logs / f"{student}.log"
+                if worker.is_alive():
+                    stop(worker)
+                    status = f"timed out after {timeout:g} s"
+                    with open(log, "a") as out:
+                        out.write(f"\ngrader.autograde: {status}, stopped\n")
+                elif worker.exitcode:
+                    status = f"failed (exit {worker.exitcode})"
+                else:
+                    status = "skipped (graded before)" if "Skipping existing" in log.read_text() else "graded"
+                collect(coursedir, lesson, student, Path(tmp, student), graded=worker.exitcode == 0)
+                rows.append((student, seconds, status))
+                bar.update()
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         scores = {s.student.id: (s.score, s.max_score) for s in gb.assignment_submissions(lesson)}
     return [(student, *scores.get(student, (None, None)), seconds, status) for student, seconds, status in sorted(rows)]

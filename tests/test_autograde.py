@@ -134,8 +134,8 @@ def test_a_worker_past_its_time_is_stopped_and_reported(graded, tmp_path):
         shutil.rmtree(course / "submitted" / student)
     proc = parallel_autograde(course, LESSON, "--timeout", "3")
     assert proc.returncode == 1
-    assert "timed out after 3" in proc.stdout
-    assert "stopped after 3" in (course / LOGS / LESSON / "solver.log").read_text()
+    assert "timed out after 3 s" in proc.stdout
+    assert "timed out after 3 s, stopped" in (course / LOGS / LESSON / "solver.log").read_text()
     assert not (course / "autograded" / "solver").exists()
     # Its kernel (which ran in the worker's scratch folder, autograde-*/.../autograded/solver/LESSON) was stopped with it.
     assert not [cwd for cwd in working_directories() if "autograde-" in cwd and f"solver/{LESSON}" in cwd]
