@@ -4,6 +4,8 @@
 #   make test      set up, then run the whole test suite
 #   make quick     set up, then run the fast tests only (no notebooks, nbgrader or browser)
 #   make release   regenerate release/ from source/ with nbgrader
+#   make autograde LESSON=01_data_parallel   autograde a lesson's submissions in parallel
+#                  (WORKERS=N to choose how many students at once)
 #   make sheets    regenerate the cheat sheets in notebooks/cheatsheets/ from grader/content
 #   make anki      export every topic's cards and questions to notebooks/anki/*.apkg
 #
@@ -25,7 +27,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup lab test quick release sheets anki browser
+.PHONY: setup lab test quick release autograde sheets anki browser
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -58,6 +60,10 @@ quick: setup
 
 release: setup
 	for dir in source/*/; do nbgrader generate_assignment "$$(basename $$dir)" --force; done
+
+autograde: setup
+	@test -n "$(LESSON)" || { echo "usage: make autograde LESSON=01_data_parallel [WORKERS=N]"; exit 2; }
+	$(PY) -m grader.autograde $(LESSON) $(if $(WORKERS),--workers $(WORKERS))
 
 sheets: setup
 	$(PY) -m grader.study.sheets

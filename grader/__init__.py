@@ -12,6 +12,7 @@ One module per concern:
 - ``grader.pipeline``: pipeline stages and schedules run on ranks, with a timeline and the bubble measured
 - ``grader.plots``: matplotlib figures for measurements
 - ``grader.integrity``: autograde preprocessors that make tampering with the tests score 0
+- ``grader.autograde``: nbgrader's autograde run for a class in parallel, one worker per student, one gradebook
 - ``grader.study``: the review side (flashcards, quizzes, explain, predict, timed sets,
   spaced repetition, progress, cheat sheets, Anki export), fed from ``grader/content``
 """
