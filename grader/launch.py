@@ -18,6 +18,7 @@ with :func:`init_distributed` (see :func:`write_script`).
 
 import contextlib
 import faulthandler
+import gc
 import inspect
 import logging
 import os
@@ -40,6 +41,13 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from . import hardware
+
+# A forked rank inherits every object of the launching process, some of them left half-made by
+# threads that do not exist in the child (a rank once died of a segmentation fault in its first
+# garbage collection). Frozen just before each fork, the inherited objects are never traversed
+# by a child's collector; the parent unfreezes them at once.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
 
 START_LIMIT = 120  # seconds for every rank to be running (spawned ranks import torch afresh)
 EXIT_LIMIT = 30  # seconds for the processes to exit once every rank has left its group

@@ -1,6 +1,7 @@
 """The notebook launcher: results, output, failures, hangs, interrupts, clean-up, torchrun."""
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -469,3 +470,13 @@ def test_torchrun_from_a_cell_stops_every_worker_at_the_timeout(tmp_path, monkey
 def test_torchrun_failure_shows_the_rank_traceback(tmp_path):
     with pytest.raises(RankError, match="rank 1 cannot go on"):
         torchrun(write_script(tmp_path / "fails.py", rank_one_fails), nprocs=2, timeout=60)
+
+
+def _frozen_objects():
+    import gc
+    return gc.get_freeze_count()
+
+
+def test_forked_ranks_leave_the_inherited_objects_to_no_garbage_collection():
+    assert launch(_frozen_objects, nprocs=1, backend="gloo", show_output=False)[0] > 0
+    assert gc.get_freeze_count() == 0  # unfrozen again here

@@ -112,8 +112,8 @@ def smallest_batch(efficiencies, target):
 """
 EFFICIENCIES_MEASURED = """
 TARGET = scaling.expected_ddp_speedup(2) / 2
-candidates = [64, 256, 1024, 2048]
-MY_EFFICIENCIES = {b: s / 2 for b, s in zip(candidates, scaling.ddp_speedups(candidates, ranks=2))}
+candidates = [256, 1024, 2048]
+MY_EFFICIENCIES = {b: s / 2 for b, s in zip(candidates, scaling.ddp_speedups(candidates, ranks=2, steps=3))}
 PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
 """
 
