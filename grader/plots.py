@@ -7,6 +7,20 @@ from matplotlib.patches import Patch
 from .timing import Timing
 
 
+def _finish(fig, ax, title, **legend):
+    """Title, legend and layout, the last steps of every figure with a legend of its lines."""
+    ax.set_title(title, fontsize=9)
+    ax.legend(**legend)
+    fig.tight_layout()
+    return fig
+
+
+def _log2_ticks(ax, xs):
+    """A log2 x axis with a tick, labelled in full, at each of ``xs`` (batch sizes, micro-batch counts)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+
+
 def bar_timings(timings, title="", unit="ms"):
     """Bars of median time with the spread as error bars, one per :class:`Timing`.
 
@@ -42,10 +56,7 @@ def speedup_curve(xs, speedups, xlabel, ideal, title="", logx=False):
     ax.set_xlabel(xlabel)
     ax.set_ylabel("speedup")
     ax.set_ylim(bottom=0)
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
 
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452"}  # forward, backward
@@ -95,15 +106,11 @@ def bubble_sweep(micro_batches, measured, stages, title=""):
     ax.plot(ms, [bubble_formula(stages, m) for m in ms], "--", color="grey",
             label=f"formula (p-1)/(m+p-1), p={stages}")
     ax.plot(micro_batches, measured, "o", label="measured")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(micro_batches, [str(m) for m in micro_batches])
+    _log2_ticks(ax, micro_batches)
     ax.set_xlabel("micro-batches m")
     ax.set_ylabel("bubble fraction")
     ax.set_ylim(0, 1)
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
 
 
 def loss_curves(curves, title="", xlabel="epochs"):
@@ -117,10 +124,7 @@ def loss_curves(curves, title="", xlabel="epochs"):
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss")
     ax.set_yscale("log")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, fontsize=8)
 
 
 def throughput_curves(batches, samples_per_second, title=""):
@@ -131,15 +135,11 @@ def throughput_curves(batches, samples_per_second, title=""):
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for label, values in samples_per_second.items():
         ax.plot(batches, values, "o-", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(batches, [str(b) for b in batches])
+    _log2_ticks(ax, batches)
     ax.set_xlabel("batch per rank")
     ax.set_ylabel("samples per second")
     ax.set_ylim(bottom=0)
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
 
 
 def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
@@ -164,7 +164,4 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
     ax.set_yscale("log", base=2)
     ax.set_xlabel("ranks")
     ax.set_ylabel("speedup")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, fontsize=8)

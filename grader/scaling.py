@@ -163,7 +163,8 @@ def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup):
     for n in ranks[1:]:
         ((t1, tn),) = _in_turn([(one_batch, per_rank(n))], n, steps, warmup, backend)
         baselines.append(t1)
-        rows.append(ScalingPoint(n, per_rank(n), tn, speedup(n, t1, tn), speedup(n, t1, tn) / n))
+        gain = speedup(n, t1, tn)
+        rows.append(ScalingPoint(n, per_rank(n), tn, gain, gain / n))
     return [ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows]
 
 
