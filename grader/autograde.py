@@ -98,30 +98,57 @@ def worker_count(ranks, cores=None, gpus=None):
     return 1 if gpus >= 2 else max(1, cores // 2)
 
 
-def _nbgrader(course, args, log, threads):
-    """In a worker: ``nbgrader ARGS`` in the directory ``course``, as an activated environment runs it, output to ``log``.
+def core_sets(workers, cores=None):
+    """``workers`` disjoint, equal sets of the cores this process may use: one per worker.
 
-    Its kernel's torch gets ``threads`` threads (unless OMP_NUM_THREADS says otherwise), so
-    that kernels graded side by side do not oversubscribe the cores.
+    Only as many cores as :func:`grader.hardware.cpu_cores` counts (a container's quota
+    included) are shared out. ``cores`` defaults to this process's affinity.
+
+    >>> core_sets(2, cores=[0, 1, 2, 3, 4])
+    [[0, 1], [2, 3]]
+    """
+    if cores is None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+        cores = cores[:hardware.cpu_cores()]
+    each = max(1, len(cores) // workers)
+    return [list(cores[i * each:(i + 1) * each]) or list(cores) for i in range(workers)]
+
+
+def pin(cores):
+    """Keep this process, and every process it starts (its kernel, the kernel's ranks), on ``cores``.
+
+    The kernel's :func:`grader.hardware.cpu_cores` then counts these cores only, so a lesson
+    sizes its threads and rank sweeps to its share of the machine, and torch gets one thread
+    per core (unless OMP_NUM_THREADS says otherwise). No-op where the OS has no affinity API.
+    """
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(cores)))
+
+
+def _nbgrader(course, args, log, cores):
+    """In a worker: ``nbgrader ARGS`` in the directory ``course``, as an activated environment runs it,
+    output to ``log``, on ``cores`` only (:func:`pin`), so kernels graded side by side never
+    oversubscribe the machine.
     """
     os.chdir(course)
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    pin(cores)
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
     os.dup2(out, 1)
     os.dup2(out, 2)
     NbGraderApp.launch_instance(args)
 
 
-def start(coursedir, lesson, student, gradebook, scratch, log, threads, force=False):
+def start(coursedir, lesson, student, gradebook, scratch, log, cores, force=False):
     """Start autograding one student: ``nbgrader autograde LESSON --student=S`` in a worker process; the process.
 
     The worker reads the course's config and submissions but writes only under ``scratch``:
     a copy of ``gradebook`` (the course's, copied before any merge) and scratch/autograded/,
     which starts with the student's autograded folder if there is one, so nbgrader skips or
-    regrades it as it would in the course. Its output goes to ``log``; its kernel gets
-    ``threads`` CPU threads. For example ``start(course_directory(), "01_data_parallel",
-    "alice", "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", threads=1).join()``.
+    regrades it as it would in the course. Its output goes to ``log``; it and its kernel run
+    on ``cores`` only. For example ``start(course_directory(), "01_data_parallel",
+    "alice", "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", cores=[0]).join()``.
     """
     scratch.mkdir(parents=True)
     shutil.copy(gradebook, scratch / "gradebook.db")
@@ -130,7 +157,7 @@ def start(coursedir, lesson, student, gradebook, scratch, log, threads, force=Fa
         shutil.copytree(graded, scratch / "autograded" / student / lesson)
     args = ["autograde", lesson, f"--student={student}", f"--CourseDirectory.db_url=sqlite:///{scratch / 'gradebook.db'}",
             f"--CourseDirectory.autograded_directory={scratch / 'autograded'}", *(["--force"] if force else [])]
-    worker = FORK.Process(target=_nbgrader, args=(coursedir.root, args, log, threads))
+    worker = FORK.Process(target=_nbgrader, args=(coursedir.root, args, log, cores))
     worker.start()
     return worker
 
@@ -213,7 +240,7 @@ def autograde(lesson, workers=None, force=False, timeout=1800):
     logs.mkdir(parents=True, exist_ok=True)
     print(f"Autograding {len(students)} submissions of {lesson}, {workers} at a time, on {hardware.describe()}; "
           f"logs in {logs}")
-    threads = max(1, hardware.cpu_cores() // workers)
+    free = core_sets(workers)  # each running worker holds one set
     tqdm.monitor_interval = 0  # no monitor thread: a process with threads is not to be forked
     waiting, running, rows = list(students), {}, []
     with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, tqdm(total=len(students), unit="student", desc=lesson) as bar:
@@ -222,15 +249,17 @@ def autograde(lesson, workers=None, force=False, timeout=1800):
         while waiting or running:
             while waiting and len(running) < workers:
                 student = waiting.pop(0)
+                cores = free.pop()
                 worker = start(coursedir, lesson, student, gradebook, Path(tmp, student), logs / f"{student}.log",
-                               threads, force)
-                running[student] = worker, time.perf_counter()
-            connection.wait([worker.sentinel for worker, _ in running.values()], timeout=1)
-            for student, (worker, started) in list(running.items()):
+                               cores, force)
+                running[student] = worker, time.perf_counter(), cores
+            connection.wait([worker.sentinel for worker, _, _ in running.values()], timeout=1)
+            for student, (worker, started, cores) in list(running.items()):
                 seconds = time.perf_counter() - started
                 if worker.is_alive() and seconds < timeout:
                     continue
                 del running[student]
+                free.append(cores)
                 log = logs / f"{student}.log"
                 if worker.is_alive():
                     stop(worker)

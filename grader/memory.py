@@ -215,6 +215,38 @@ def training_step_bytes(model, optimizer, x):
     return result
 
 
+@dataclass
+class CudaPeak:
+    """What CUDA's caching allocator held: ``before`` a block, and at most ``peak`` more during it."""
+
+    before: int = 0
+    peak: int = 0
+
+
+def _warm_cublas(device):
+    torch.ones(8, 8, device=device) @ torch.ones(8, 8, device=device)
+
+
+@contextlib.contextmanager
+def cuda_peak(device):
+    """The most bytes the CUDA allocator held during the block beyond what it held before, as a :class:`CudaPeak`.
+
+    ``torch.cuda.max_memory_allocated`` also counts what was allocated before the block and
+    cuBLAS's workspace (several MiB per stream, allocated by the first matmul on a device and
+    kept for good), which for a small model is several times the model itself. A small matmul
+    first puts the workspace in ``before``, so ``peak`` is what the block itself allocated at
+    its peak: the tensors :func:`estimate` counts plus the allocator's temporaries.
+    GPU only (``tests/test_gpu.py`` runs it on one); on a CPU nothing is counted.
+    """
+    _warm_cublas(device)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    held = CudaPeak(before=torch.cuda.memory_allocated(device))
+    yield held
+    torch.cuda.synchronize(device)
+    held.peak = torch.cuda.max_memory_allocated(device) - held.before
+
+
 def _size(nbytes):
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if nbytes >= scale:

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from . import memory
+from . import memory, timing
 from .launch import init_distributed, launch
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -84,12 +84,35 @@ def split(model, stages):
 
 
 @contextlib.contextmanager
+def work(works, rank, kind, micro, device):
+    """Time the block as one :class:`Work` and append it to ``works``.
+
+    On a GPU the clock is read only once the device has finished what was queued before
+    the block (a received tensor included) and what the block queued: CUDA calls and
+    NCCL's ``recv(...).wait()`` return before the work is done, so a bare clock would time
+    the launches, not the computation. On a CPU the clock is right as it is.
+
+    >>> works = []
+    >>> with work(works, 0, "F", 0, torch.device("cpu")):
+    ...     _ = torch.ones(4) * 2
+    >>> works[0].kind, works[0].end >= works[0].start
+    ('F', True)
+    """
+    timing.wait(device)
+    start = time.perf_counter()
+    yield
+    timing.wait(device)
+    works.append(Work(rank, kind, micro, start, time.perf_counter()))
+
+
+@contextlib.contextmanager
 def timeline(stage, rank):
     """Record every forward and backward ``stage`` runs while the block is open, as :class:`Work`.
 
-    Times are ``time.perf_counter()`` seconds, one clock for every process of a machine.
-    Only the computation is timed: a schedule waits for its received tensors before it
-    calls the stage, so waiting shows up as gaps between the records.
+    Times are ``time.perf_counter()`` seconds, one clock for every process of a machine,
+    read around each call with the stage's device synchronised (:func:`work`). Only the
+    computation is timed: a schedule waits for its received tensors before it calls the
+    stage, so waiting shows up as gaps between the records.
     """
     works = []
 
@@ -97,9 +120,8 @@ def timeline(stage, rank):
         original = getattr(stage, name)
 
         def run(micro, *args, **kwargs):
-            start = time.perf_counter()
-            out = original(micro, *args, **kwargs)
-            works.append(Work(rank, kind, micro, start, time.perf_counter()))
+            with work(works, rank, kind, micro, stage.device):
+                out = original(micro, *args, **kwargs)
             return out
         setattr(stage, name, run)
         return original

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from . import hardware
+from . import hardware, timing
 from .launch import init_distributed, launch
 from .models import mlp, synthetic_batch
 
@@ -26,14 +26,12 @@ from .models import mlp, synthetic_batch
 def _trainer(model, device):
     """A function that takes one SGD training step of ``model`` and waits until it is done."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    # GPU work (NCCL's all-reduce included) is queued: wait for it before reading the clock.
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-        sync()
+        timing.wait(device)  # GPU work (NCCL's all-reduce included) is queued: wait before the clock
     return step
 
 
@@ -66,38 +64,43 @@ def _ddp_step_times(per_rank_batches, steps, warmup):
     return [statistics.median(t) for t in times]
 
 
-def _one_and_ddp_step_times(pairs, steps, warmup):
+def _one_and_ddp_step_times(pairs, steps, warmup, rounds=1):
     """On each rank: for each ``(one_batch, per_rank_batch)`` pair, median seconds of a
     one-process step on ``one_batch`` (rank 0 alone, while the others wait) and of a DDP step
     on ``per_rank_batch``. Everything takes turns step by step in the same processes, so
     anything else running on the machine slows each alike: the ratios stay fair on a busy one.
+    ``rounds`` measures it all again that many times, one round after the other: a list per round.
     """
     rank, world, device = init_distributed()
     alone = _trainer(mlp().to(device), device) if rank == 0 else None
     together = _trainer(_ddp(mlp().to(device)), device)
     data = [[tuple(t.to(device) for t in synthetic_batch(b, seed=seed)) for b, seed in ((one, 0), (mine, rank))]
             for one, mine in pairs]
-    times = [([], []) for _ in pairs]
-    for i in range(warmup + steps):
-        for (big, mine), (one, ddp) in zip(data, times):
-            dist.barrier()
-            if rank == 0:
+    measured = []
+    for _ in range(rounds):
+        times = [([], []) for _ in pairs]
+        for i in range(warmup + steps):
+            for (big, mine), (one, ddp) in zip(data, times):
+                dist.barrier()
+                if rank == 0:
+                    t0 = time.perf_counter()
+                    alone(*big)
+                    one.append(time.perf_counter() - t0)
+                dist.barrier()
                 t0 = time.perf_counter()
-                alone(*big)
-                one.append(time.perf_counter() - t0)
-            dist.barrier()
-            t0 = time.perf_counter()
-            together(*mine)
-            ddp.append(time.perf_counter() - t0)
-    return [(statistics.median(one[warmup:]) if rank == 0 else None, statistics.median(ddp[warmup:]))
-            for one, ddp in times]
+                together(*mine)
+                ddp.append(time.perf_counter() - t0)
+        measured.append([(statistics.median(one[warmup:]) if rank == 0 else None, statistics.median(ddp[warmup:]))
+                         for one, ddp in times])
+    return measured
 
 
-def _in_turn(pairs, ranks, steps, warmup, backend):
-    """(one-process seconds, slowest rank's DDP seconds) for each pair, on ``ranks`` fresh ranks."""
-    per_rank = launch(_one_and_ddp_step_times, pairs, steps, warmup, nprocs=ranks, backend=backend,
+def _in_turn(pairs, ranks, steps, warmup, backend, rounds=1):
+    """Per round, (one-process seconds, slowest rank's DDP seconds) for each pair, on ``ranks`` fresh ranks."""
+    per_rank = launch(_one_and_ddp_step_times, pairs, steps, warmup, rounds, nprocs=ranks, backend=backend,
                       threads_per_rank=1, show_output=False)
-    return [(per_rank[0][i][0], max(r[i][1] for r in per_rank)) for i in range(len(pairs))]
+    return [[(per_rank[0][r][i][0], max(mine[r][i][1] for mine in per_rank)) for i in range(len(pairs))]
+            for r in range(rounds)]
 
 
 def step_times(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
@@ -134,7 +137,7 @@ def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2):
     """
     ranks = ranks or hardware.parallel_ranks()
     pairs = [(b * ranks, b) for b in per_rank_batches]
-    return [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))]
+    return [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))[0]]
 
 
 @dataclass
@@ -152,20 +155,25 @@ class ScalingPoint:
                 f"speedup {self.speedup:.2f}x, efficiency {self.efficiency:.0%}")
 
 
-def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup):
-    """Rows for 1 rank and each larger count in ``ranks``; every count is timed in its own fresh
-    processes, in turn with its own one-process baseline (:func:`_one_and_ddp_step_times`)."""
+def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1):
+    """A table per round: rows for 1 rank and each larger count in ``ranks``. Every count is
+    timed in its own fresh processes, in turn with its own one-process baseline
+    (:func:`_one_and_ddp_step_times`), its rounds one after the other in the same processes."""
     ranks = list(ranks or range(1, hardware.parallel_ranks() + 1))
     if ranks[0] != 1 or len(ranks) < 2:
         raise ValueError(f"a scaling sweep starts at 1 rank, the baseline, and goes on to more; got {ranks}")
     backend = ddp_backend(max(ranks))
-    rows, baselines = [], []
-    for n in ranks[1:]:
-        ((t1, tn),) = _in_turn([(one_batch, per_rank(n))], n, steps, warmup, backend)
-        baselines.append(t1)
-        gain = speedup(n, t1, tn)
-        rows.append(ScalingPoint(n, per_rank(n), tn, gain, gain / n))
-    return [ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows]
+    measured = {n: _in_turn([(one_batch, per_rank(n))], n, steps, warmup, backend, rounds) for n in ranks[1:]}
+    tables = []
+    for r in range(rounds):
+        rows, baselines = [], []
+        for n, per_round in measured.items():
+            ((t1, tn),) = per_round[r]
+            baselines.append(t1)
+            gain = speedup(n, t1, tn)
+            rows.append(ScalingPoint(n, per_rank(n), tn, gain, gain / n))
+        tables.append([ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows])
+    return tables
 
 
 def strong_scaling(global_batch, ranks=None, steps=5, warmup=2):
@@ -175,7 +183,19 @@ def strong_scaling(global_batch, ranks=None, steps=5, warmup=2):
     >>> [p.ranks for p in strong_scaling(256, ranks=[1, 2], steps=1, warmup=1)]
     [1, 2]
     """
-    return _scaling(ranks, global_batch, lambda n: global_batch // n, lambda n, t1, tn: t1 / tn, steps, warmup)
+    return strong_scaling_rounds(global_batch, ranks, steps, warmup, rounds=1)[0]
+
+
+def strong_scaling_rounds(global_batch, ranks=None, steps=5, warmup=2, rounds=5):
+    """:func:`strong_scaling` measured ``rounds`` times: a table per round.
+
+    Each rank count is started once and measures its rounds one after the other, so
+    repeating costs no extra start of ranks (NCCL ranks take seconds each to spawn).
+
+    >>> len(strong_scaling_rounds(256, ranks=[1, 2], steps=1, warmup=1, rounds=2))
+    2
+    """
+    return _scaling(ranks, global_batch, lambda n: global_batch // n, lambda n, t1, tn: t1 / tn, steps, warmup, rounds)
 
 
 def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
@@ -185,7 +205,7 @@ def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
     >>> [p.per_rank_batch for p in weak_scaling(64, ranks=[1, 2], steps=1, warmup=1)]
     [64, 64]
     """
-    return _scaling(ranks, per_rank_batch, lambda n: per_rank_batch, lambda n, t1, tn: n * t1 / tn, steps, warmup)
+    return _scaling(ranks, per_rank_batch, lambda n: per_rank_batch, lambda n, t1, tn: n * t1 / tn, steps, warmup)[0]
 
 
 def ddp_backend(ranks):

@@ -92,6 +92,17 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
     return Timing(times, label=label, synchronized=sync or not on_gpu)
 
 
+def wait(device):
+    """Block until the work queued on ``device`` has run (a GPU's kernels and copies, NCCL's
+    transfers); a CPU has nothing queued. Read a clock only after it.
+
+    >>> wait(torch.device("cpu"))   # returns at once
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def speedup(t1, tn):
     """How many times faster N workers are than one: T1 / TN.
 

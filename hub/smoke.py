@@ -12,10 +12,13 @@ exit status is 1 when any check failed, else 0:
 - ``gpus``: the GPUs this pod sees match the count expected (``--expected-gpus``, else the
   environment's ``COURSE_EXPECTED_GPUS``, which the profiles in ``hub/config.yaml`` set).
   A pod that sees more than it was given usually sees every GPU of its node.
-- ``/dev/shm``: enough free shared memory for data-loader workers and NCCL (the threshold
-  of :func:`grader.hardware.nccl_notes`).
+- ``/dev/shm``: memory (tmpfs, read from ``/proc/self/mountinfo``: a disk-backed mount there
+  fails, however large) with enough free space for data-loader workers and NCCL (the
+  threshold of :func:`grader.hardware.nccl_notes`).
 - ``gloo all-reduce``: two CPU ranks started by :func:`grader.launch.launch`.
 - ``nccl all-reduce``: one rank per GPU over NCCL (skipped, saying why, below 2 GPUs).
+- ``nccl from a kernel``: the lessons' path on a GPU pod: a real Jupyter kernel starts CUDA,
+  then launches one NCCL rank per GPU that all-reduce (skipped, saying why, below 2 GPUs).
 - ``lesson``: the first code cells of lesson 00's release notebook, run in a real kernel.
 - ``exchange`` and ``nbgitpuller``: what a class on the hub needs (skipped off a hub).
 
@@ -38,6 +41,7 @@ LESSON = COURSE / "release" / "00_foundations" / "00_foundations.ipynb"
 EXPECTED_GPUS = "COURSE_EXPECTED_GPUS"
 # grader.hardware.nccl_notes warns below this many MiB free in /dev/shm (tests check they agree).
 SHM_MIN_FREE_MIB = 512
+MEMORY_FS = {"tmpfs", "ramfs"}  # filesystems held in memory, as /dev/shm must be
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 
 
@@ -67,7 +71,11 @@ def check_course():
     from grader import hardware
 
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU build"
-    return Result("course", PASS, f"grader from {Path(grader.__file__).parent}, nbgrader {nbgrader.__version__}, "
+    where = Path(grader.__file__).resolve().parent
+    if where.is_relative_to(COURSE):  # students' kernels, in their homes, never see this folder
+        return Result("course", FAIL, f"grader is imported from the course folder {where}, not from an installed "
+                                      f"package: install it (pip install {COURSE}) and run the smoke test again")
+    return Result("course", PASS, f"grader from {where}, nbgrader {nbgrader.__version__}, "
                                   f"torch {torch.__version__} ({build}); {hardware.describe()}")
 
 
@@ -105,29 +113,53 @@ def check_gpus(expected=None):
     return Result("gpus", FAIL, f"{seen}: {why}")
 
 
-def check_shm(path="/dev/shm"):
-    """/dev/shm exists, is large enough (the threshold of ``nccl_notes``), and is memory."""
+def check_shm(path="/dev/shm", mountinfo="/proc/self/mountinfo"):
+    """/dev/shm exists, is memory (tmpfs), and is large enough (the threshold of ``nccl_notes``)."""
     from grader import hardware
 
     if not os.path.isdir(path):
         return Result("/dev/shm", FAIL, f"{path} does not exist: data-loader workers and NCCL need it "
                                         f"(mount a memory-backed emptyDir there)")
     usage = shutil.disk_usage(path)
-    kind = next((line.split()[2] for line in _mounts() if line.split()[1:2] == [path]), "unknown")
+    point, kind = mount_of(path, mountinfo) or (path, "unknown")
     sizes = (f"{path} ({kind}) has {usage.total / 2**30:.1f} GiB, {usage.free / 2**20:.0f} MiB free; "
-             f"needed: at least {SHM_MIN_FREE_MIB} MiB free")
+             f"needed: memory, at least {SHM_MIN_FREE_MIB} MiB free")
     notes = hardware.nccl_notes(1, shm=path, meminfo=os.devnull)  # the /dev/shm note only
+    if kind not in MEMORY_FS | {"unknown"}:
+        notes.insert(0, f"It lies on the {kind} filesystem mounted at {point}, not in memory (tmpfs): shared "
+                        f"memory there goes to disk, and data-loader workers and NCCL slow down or fail. "
+                        f"Mount memory there: on Kubernetes an emptyDir with medium: Memory mounted at "
+                        f"/dev/shm; under Docker, docker run --shm-size=2g.")
     if notes:
         return Result("/dev/shm", FAIL, f"{sizes}. {' '.join(notes)}")
     return Result("/dev/shm", PASS, sizes)
 
 
-def _mounts():
+def mount_of(path, mountinfo="/proc/self/mountinfo"):
+    """(mount point, filesystem type) of the mount holding ``path``, or None when unknown.
+
+    The longest mount point that holds the resolved path wins; of mounts stacked on one
+    point, the last (the one on top).
+
+    >>> mount_of("/proc/self", "/proc/self/mountinfo")
+    ('/proc', 'proc')
+    """
+    path = os.path.realpath(path)
+    found = None
     try:
-        with open("/proc/mounts") as f:
-            return f.read().splitlines()
+        with open(mountinfo) as f:
+            lines = f.read().splitlines()
     except OSError:
-        return []
+        return None
+    for line in lines:  # "36 35 98:0 /root /mnt rw,noatime master:1 - ext4 /dev/sda1 rw"
+        fields, _, after = line.partition(" - ")
+        if not after or len(fields.split()) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields.split()[4])  # \040 is a space
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (found is None or len(point) >= len(found[0])):
+            found = (point, after.split()[0])
+    return found
 
 
 def _all_reduce(numel, repeats):
@@ -175,21 +207,86 @@ def check_gloo():
     return _collective("gloo all-reduce", "gloo", 2, numel=2**20, repeats=3, timeout=60)
 
 
-def check_nccl():
-    """One rank per GPU all-reduces over NCCL (needs 2 GPUs or more)."""
+def _gpus_or_skip(name):
+    """(GPUs visible, None), or (them, a SKIPPED result) below the 2 that NCCL checks need."""
     from grader import hardware
 
     gpus = hardware.gpu_count()
     if gpus < 2:
-        return Result("nccl all-reduce", SKIPPED, f"needs 2 GPUs or more, this pod sees {gpus} (the lessons "
-                                                  f"then run their ranks on CPU processes over gloo)")
-    return _collective("nccl all-reduce", "nccl", gpus, numel=2**24, repeats=5, timeout=120)
+        return gpus, Result(name, SKIPPED, f"needs 2 GPUs or more, this pod sees {gpus} (the lessons "
+                                           f"then run their ranks on CPU processes over gloo)")
+    return gpus, None
+
+
+def check_nccl():
+    """One rank per GPU all-reduces over NCCL (needs 2 GPUs or more)."""
+    gpus, skipped = _gpus_or_skip("nccl all-reduce")
+    return skipped or _collective("nccl all-reduce", "nccl", gpus, numel=2**24, repeats=5, timeout=120)
+
+
+def check_nccl_kernel():
+    """A Jupyter kernel that has started CUDA launches one NCCL rank per GPU (needs 2 GPUs or more)."""
+    gpus, skipped = _gpus_or_skip("nccl from a kernel")
+    return skipped or kernel_launch_check("nccl", gpus)
+
+
+def kernel_code(backend, nprocs, timeout=120):
+    """The cells :func:`kernel_launch_check` runs: start CUDA (where there is a GPU), as a lesson
+    does before it launches, then all-reduce on ``nprocs`` ranks started by ``launch``.
+
+    >>> 'launch(all_reduce, nprocs=2, backend="nccl"' in kernel_code("nccl", 2)[1]
+    True
+    """
+    touch = """import torch
+gpus = torch.cuda.device_count()  # what a lesson asks first; then it puts a tensor on a GPU
+touched = torch.ones(1, device="cuda") + 1 if gpus else None
+"""
+    run = f"""import time
+import torch.distributed as dist
+from grader.launch import init_distributed, launch
+
+def all_reduce():
+    rank, world, device = init_distributed()
+    t = torch.full((2**20,), float(rank + 1), device=device)
+    dist.all_reduce(t)
+    return t.min().item() == world * (world + 1) / 2 == t.max().item(), str(device)
+
+start = time.perf_counter()
+results = launch(all_reduce, nprocs={nprocs}, backend="{backend}", timeout={timeout}, show_output=False)
+assert all(ok for ok, _ in results), f"not every rank holds the right sum: {{results}}"
+print(f"{{len(results)}} ranks ({{', '.join(d for _, d in results)}}) agree, launched in "
+      f"{{time.perf_counter() - start:.1f}} s from a kernel that sees {{gpus}} GPUs"
+      f"{{' and had started CUDA' if touched is not None else ''}}")
+"""
+    return [touch, run]
+
+
+def kernel_launch_check(backend, nprocs, timeout=300):
+    """In a real Jupyter kernel, run :func:`kernel_code`: ranks launched from a notebook, as every lesson does."""
+    import nbformat
+
+    name = f"{backend} from a kernel"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in kernel_code(backend, nprocs)])
+    try:
+        _execute(nb, timeout)
+    except Exception as e:
+        return Result(name, FAIL, _short(e))
+    printed = [o.text.strip() for o in nb.cells[-1].outputs if o.output_type == "stream" and o.name == "stdout"]
+    return Result(name, PASS, printed[-1].splitlines()[-1] if printed else f"{nprocs} ranks agree")
+
+
+def _execute(nb, timeout):
+    """Run a notebook's cells in a real kernel, in a scratch directory (nothing written to the course)."""
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="course-smoke-") as workdir:
+        NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                       resources={"metadata": {"path": workdir}}).execute(stderr=subprocess.DEVNULL)
 
 
 def check_lesson(notebook=LESSON, cells=5, timeout=120):
     """Run the first ``cells`` code cells of a lesson's notebook in a real kernel."""
     import nbformat
-    from nbclient import NotebookClient
 
     notebook = Path(notebook)
     if not notebook.exists():
@@ -198,12 +295,10 @@ def check_lesson(notebook=LESSON, cells=5, timeout=120):
     code = [c for c in nb.cells if c.cell_type == "code"][:cells]
     nb.cells = code
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="course-smoke-") as workdir:  # write nothing to the course
-        try:
-            NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                           resources={"metadata": {"path": workdir}}).execute(stderr=subprocess.DEVNULL)
-        except Exception as e:  # CellExecutionError and kernel failures name the cell and the error
-            return Result("lesson", FAIL, f"{notebook.name}: {_short(e)}")
+    try:
+        _execute(nb, timeout)
+    except Exception as e:  # CellExecutionError and kernel failures name the cell and the error
+        return Result("lesson", FAIL, f"{notebook.name}: {_short(e)}")
     took = time.perf_counter() - start
     out = [o for c in nb.cells for o in c.outputs if o.output_type == "stream"]
     printed = next((o.text.strip().splitlines()[0] for o in out if o.name == "stdout" and o.text.strip()), "")
@@ -260,7 +355,8 @@ def run_checks(expected_gpus=None, notebook=LESSON, cells=5, shm="/dev/shm"):
         expected_gpus = int(os.environ[EXPECTED_GPUS])
     checks = [("course", check_course), ("gpus", lambda: check_gpus(expected_gpus)),
               ("/dev/shm", lambda: check_shm(shm)), ("gloo all-reduce", check_gloo),
-              ("nccl all-reduce", check_nccl), ("lesson", lambda: check_lesson(notebook, cells)),
+              ("nccl all-reduce", check_nccl), ("nccl from a kernel", check_nccl_kernel),
+              ("lesson", lambda: check_lesson(notebook, cells)),
               ("exchange", check_exchange), ("nbgitpuller", check_nbgitpuller)]
     for name, check in checks:
         try:
@@ -277,6 +373,8 @@ def main(argv=None):
     parser.add_argument("--cells", type=int, default=5, help="how many of its code cells (default 5)")
     parser.add_argument("--shm", default="/dev/shm", help="the shared-memory mount to check")
     args = parser.parse_args(argv)
+    # Import the toolkit as students' kernels do, from the installed package, never from this folder.
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != COURSE]
     results = []
     for result in run_checks(args.expected_gpus, args.notebook, args.cells, args.shm):
         print(result, flush=True)

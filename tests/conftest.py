@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import shutil
@@ -44,21 +45,61 @@ def free_port():
         return s.getsockname()[1]
 
 
+@functools.cache
+def installed():
+    """The course as a hub installs it: ``(python, home)`` of a fresh environment holding the wheel.
+
+    The package is built from the checkout into a wheel and installed (not editable) into a
+    new virtual environment, as ``pip install /opt/course`` does in the hub image; ``home`` is
+    a home directory outside the repository. A data file the wheel leaves out, or code that
+    reads the repository by path, fails whatever runs here. The course's dependencies come
+    from the test environment: ``.pth`` lines put its site-packages after the fresh one's,
+    and a directory added that way has its own ``.pth`` files (the checkout's editable
+    install among them) left unread.
+    """
+    root = Path(tempfile.mkdtemp(prefix="installed-course-"))
+    checkout = root / "checkout"  # what the build reads, so nothing is written into the repository
+    shutil.copytree(REPO / "grader", checkout / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, checkout)
+    run = functools.partial(subprocess.run, check=True, capture_output=True)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", root / "dist", checkout])
+    env = root / "env"
+    run([sys.executable, "-m", "venv", "--without-pip", env])
+    run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--prefix", env,
+         *(root / "dist").glob("*.whl")])
+    site = next((env / "lib").glob("python3*/site-packages"))
+    dependencies = [path for path in sys.path if path.endswith(("site-packages", "dist-packages"))]
+    (site / "course_dependencies.pth").write_text("\n".join(dependencies) + "\n")
+    python = env / "bin" / "python"
+    where = run([python, "-c", "import grader; print(grader.__file__)"], cwd=root, text=True).stdout.strip()
+    assert Path(where).is_relative_to(site), f"the installed environment imports grader from {where}"
+    (root / "home").mkdir()
+    return python, root / "home"
+
+
+def wheel():
+    """The wheel :func:`installed` built from the checkout."""
+    return next((installed()[0].parents[2] / "dist").glob("*.whl"))
+
+
 def activated():
-    """The environment variables of an activated virtual environment: its bin/ first on PATH.
+    """The environment variables of the installed course's environment, activated: its bin/ first on PATH.
 
     nbgrader runs helper commands by name (``alembic`` when it opens a gradebook); they
-    must be the environment's own, never whatever else a machine has on its PATH.
+    must be the environment's own (the test environment's bin/ comes next, which holds
+    them), never whatever else a machine has on its PATH. HOME is the installed course's
+    home, outside the repository.
     """
-    env = dict(os.environ)
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    env["VIRTUAL_ENV"] = str(Path(sys.executable).parents[1])
+    python, home = installed()
+    env = dict(os.environ, HOME=str(home))
+    env["PATH"] = os.pathsep.join([str(python.parent), str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(python.parents[1])
     return env
 
 
 def nbgrader(*args, cwd, check=True, timeout=900, env=None):
-    """Run the real nbgrader command line in a course directory, as an activated environment would.
+    """Run the real nbgrader command line in a course directory with the installed course (:func:`installed`).
 
     ``env`` adds variables to (or, with a value of None, removes them from) that environment.
     """
@@ -68,7 +109,7 @@ def nbgrader(*args, cwd, check=True, timeout=900, env=None):
             environ.pop(key, None)
         else:
             environ[key] = str(value)
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=environ,
+    proc = subprocess.run([installed()[0], "-m", "nbgrader", *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"

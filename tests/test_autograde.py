@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import REPO, activated, copy_course, nbgrader
-from grader.autograde import LOGS, course_directory, starts_ranks
+from conftest import REPO, activated, copy_course, installed, nbgrader
+from grader.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
 from test_nbgrader import MUTANTS, mutant_students, points, scores, submission, submit
 
 LESSON = "01_data_parallel"
@@ -51,7 +51,7 @@ def course_with(root, lesson, students):
 
 def parallel_autograde(course, lesson, *args):
     """``python -m grader.autograde LESSON ARGS`` in ``course``, as an activated environment runs it."""
-    return subprocess.run([sys.executable, "-m", "grader.autograde", lesson, *args], cwd=course, env=activated(),
+    return subprocess.run([installed()[0], "-m", "grader.autograde", lesson, *args], cwd=course, env=activated(),
                           capture_output=True, text=True, timeout=900)
 
 
@@ -78,6 +78,26 @@ def test_lessons_that_start_ranks_are_told_apart(monkeypatch):
     monkeypatch.chdir(REPO)
     coursedir = course_directory()
     assert starts_ranks(coursedir, "02_ddp") and not starts_ranks(coursedir, LESSON)
+
+
+def _worker_starts_a_kernel(cores, out):
+    pin(cores)
+    with open(out, "w") as seen:  # what a kernel the worker starts counts, and its torch threads
+        subprocess.run([sys.executable, "-c", "import os; from grader import hardware; "
+                        "print(hardware.cpu_cores(), os.environ['OMP_NUM_THREADS'])"], stdout=seen, check=True)
+
+
+def test_each_worker_and_the_kernel_it_starts_keep_to_their_own_cores(tmp_path, monkeypatch):
+    assert core_sets(2, cores=[0, 1, 2, 3]) == [[0, 1], [2, 3]]
+    assert core_sets(3, cores=[5, 7]) == [[5], [7], [5, 7]]  # more workers than cores: they share
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    sets = core_sets(2)  # this machine's
+    assert all(not set(a) & set(b) for a, b in zip(sets, sets[1:])) or len(os.sched_getaffinity(0)) < 2
+    for i, cores in enumerate(sets):
+        worker = FORK.Process(target=_worker_starts_a_kernel, args=(cores, tmp_path / f"{i}.txt"))
+        worker.start()
+        worker.join(60)
+        assert (tmp_path / f"{i}.txt").read_text().split() == [str(len(cores))] * 2
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from grader import plots, record, scaling
 from grader.launch import init_distributed, launch
 from grader.models import mlp, synthetic_batch, teacher_task
 
+from conftest import graded_cells, lesson_notebook, read_nb
+
 matplotlib.use("Agg")
 
 
@@ -104,3 +106,24 @@ def test_amdahl_fit_marks_the_predictions_under_the_fitted_curve():
     assert list(measured.get_ydata()) == [1.0, 1.6]
     assert [t.get_text() for t in ax.texts] == [f"{scaling.amdahl(0.25, n):.2f}x at {n}" for n in (8, 64)]
     plt.close(fig)
+
+
+def test_rounds_of_a_scaling_sweep_start_each_rank_count_once(monkeypatch):
+    started = []
+
+    def counted(*args, **kwargs):
+        started.append(kwargs["nprocs"])
+        return launch(*args, **kwargs)
+    monkeypatch.setattr(scaling, "launch", counted)
+    tables = scaling.strong_scaling_rounds(256, ranks=[1, 2], steps=1, warmup=1, rounds=3)
+    assert started == [2]  # not one start per round: NCCL ranks take seconds each to spawn
+    assert [[(p.ranks, p.per_rank_batch) for p in table] for table in tables] == [[(1, 256), (2, 128)]] * 3
+    assert all(p.seconds > 0 for table in tables for p in table)
+
+
+def test_lesson_04_re_measures_its_rounds_in_one_start_per_rank_count():
+    # On 8 GPUs a start per round (5 x 3 spawned NCCL launches) outlasts nbgrader's cell time-out.
+    test = next(c for c in graded_cells(read_nb(lesson_notebook("source", "04_batch_scaling")), "grade")
+                if c["metadata"]["nbgrader"]["grade_id"] == "c4_serial_test")
+    hidden = "".join(test["source"]).split("### BEGIN HIDDEN TESTS")[1]
+    assert "scaling.strong_scaling_rounds(512" in hidden and "scaling.strong_scaling(512" not in hidden

@@ -1,5 +1,6 @@
 """The GPU JupyterHub kit in hub/: Helm values, image, nbgitpuller links, the admin's smoke test."""
 
+import ast
 import doctest
 import json
 import os
@@ -13,7 +14,7 @@ import nbformat
 import pytest
 import yaml
 
-from conftest import REPO, activated
+from conftest import REPO, activated, installed
 
 sys.path.insert(0, str(REPO))  # hub/ is not installed: it runs from a checkout (or /opt/course)
 import hub.links  # noqa: E402
@@ -263,6 +264,86 @@ def test_nccl_is_skipped_below_two_gpus_with_the_reason(monkeypatch):
     assert result.status == SKIPPED and "needs 2 GPUs or more, this pod sees 1" in result.reason
 
 
+def test_nccl_from_a_kernel_is_skipped_below_two_gpus_with_the_reason(monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    monkeypatch.setattr(hub.smoke, "kernel_launch_check", lambda *a: pytest.fail("no kernel below 2 GPUs"))
+    result = hub.smoke.check_nccl_kernel()
+    assert result.check == "nccl from a kernel"
+    assert result.status == SKIPPED and "needs 2 GPUs or more, this pod sees 1" in result.reason
+
+
+def test_nccl_from_a_kernel_launches_one_nccl_rank_per_gpu_after_touching_cuda(monkeypatch):
+    fake_gpus(monkeypatch, 4)
+    calls = []
+    monkeypatch.setattr(hub.smoke, "kernel_launch_check", lambda *a: calls.append(a) or "ran")
+    assert hub.smoke.check_nccl_kernel() == "ran" and calls == [("nccl", 4)]
+    touch, run = hub.smoke.kernel_code("nccl", 4)
+    for cell in (touch, run):
+        ast.parse(cell)
+    assert 'torch.cuda.device_count()' in touch and 'device="cuda"' in touch  # CUDA started first
+    assert 'launch(all_reduce, nprocs=4, backend="nccl"' in run and "dist.all_reduce" in run
+
+
+@pytest.mark.slow
+def test_ranks_launched_from_a_real_kernel_all_reduce():
+    # The kernel path of "nccl from a kernel", on CPU: gloo ranks started from a Jupyter kernel.
+    result = hub.smoke.kernel_launch_check("gloo", 2)
+    assert result.check == "gloo from a kernel"
+    assert result.status == PASS and result.reason.startswith("2 ranks (cpu, cpu) agree"), result
+
+
+def mountinfo(tmp_path, *mounts):
+    """A fake /proc/self/mountinfo holding ``(mount point, filesystem type)`` mounts, in order."""
+    lines = [f"{20 + i} 1 0:{20 + i} / {point.replace(' ', chr(92) + '040')} rw,relatime - {kind} none rw"
+             for i, (point, kind) in enumerate(mounts)]
+    path = tmp_path / "mountinfo"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def plenty(monkeypatch):
+    """Every mount has 8 GiB free, above the /dev/shm threshold."""
+    real = hardware.shutil.disk_usage
+    monkeypatch.setattr(hardware.shutil, "disk_usage", lambda p: real(p)._replace(total=16 * 2**30, free=8 * 2**30))
+
+
+@pytest.mark.parametrize("kind", ["ext4", "overlay", "xfs"])
+def test_a_disk_backed_dev_shm_fails_however_large(monkeypatch, tmp_path, kind):
+    plenty(monkeypatch)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    info = mountinfo(tmp_path, ("/", "overlay"), (str(shm.resolve()), kind))
+    result = hub.smoke.check_shm(str(shm), info)
+    assert result.status == FAIL, result
+    assert f"({kind})" in result.reason and f"{kind} filesystem" in result.reason and "not in memory" in result.reason
+    assert "8192 MiB free" in result.reason
+    assert "medium: Memory" in result.reason and "--shm-size" in result.reason
+
+
+def test_a_tmpfs_dev_shm_with_room_passes(monkeypatch, tmp_path):
+    plenty(monkeypatch)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    # The same point mounted twice: the last mount, on top, is the one seen.
+    info = mountinfo(tmp_path, ("/", "ext4"), (str(shm.resolve()), "ext4"), (str(shm.resolve()), "tmpfs"))
+    result = hub.smoke.check_shm(str(shm), info)
+    assert result.status == PASS and "(tmpfs)" in result.reason, result
+    assert hub.smoke.check_shm(str(shm), str(tmp_path / "no-mountinfo")).status == PASS  # type unknown: size only
+
+
+def test_the_mount_holding_a_path_is_the_longest_prefix(tmp_path):
+    root = str(tmp_path.resolve())
+    (tmp_path / "shm" / "inner dir" / "x").mkdir(parents=True)
+    (tmp_path / "shmother").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "shm" / "inner dir")
+    info = mountinfo(tmp_path, ("/", "ext4"), (root + "/shm/inner dir", "overlay"), (root + "/shm", "tmpfs"))
+    assert hub.smoke.mount_of(root + "/shm/inner dir/x", info) == (root + "/shm/inner dir", "overlay")
+    assert hub.smoke.mount_of(str(tmp_path / "link"), info) == (root + "/shm/inner dir", "overlay")  # resolved
+    assert hub.smoke.mount_of(root + "/shm/x", info) == (root + "/shm", "tmpfs")
+    assert hub.smoke.mount_of(root + "/shmother", info) == ("/", "ext4")  # a prefix of the name is no mount
+    assert hub.smoke.check_shm(root + "/shm/inner dir/x", info).status == FAIL
+
+
 def test_shm_threshold_is_the_launchers(monkeypatch, tmp_path):
     source = Path(hardware.__file__).read_text()
     assert int(re.search(r"free_mib < (\d+)", source)[1]) == hub.smoke.SHM_MIN_FREE_MIB
@@ -294,8 +375,8 @@ def test_a_check_that_raises_fails_and_the_rest_still_run(monkeypatch):
     monkeypatch.setattr(hub.smoke, "check_lesson", lambda *a: hub.smoke.Result("lesson", SKIPPED, "not here"))
     results = {r.check: r for r in hub.smoke.run_checks(expected_gpus=hardware.gpu_count())}
     assert results["gloo all-reduce"].status == FAIL and "RuntimeError: no driver" in results["gloo all-reduce"].reason
-    assert list(results) == ["course", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce", "lesson",
-                             "exchange", "nbgitpuller"]
+    assert list(results) == ["course", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce",
+                             "nccl from a kernel", "lesson", "exchange", "nbgitpuller"]
 
 
 @pytest.mark.slow
@@ -311,27 +392,36 @@ def test_a_lesson_that_raises_fails_the_lesson_check(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_toolkit_imported_from_the_course_folder_fails_the_course_check():
+    # Here (the checkout's editable install) grader comes from the folder; students' kernels import the package.
+    result = hub.smoke.check_course()
+    assert result.status == FAIL and "not from an installed package" in result.reason
+
+
 def test_smoke_test_passes_on_this_machine_with_gpu_parts_skipped_visibly():
     env = activated()
     for var in ("COURSE_EXPECTED_GPUS", "COURSE_EXCHANGE", "JUPYTERHUB_API_URL", "JUPYTERHUB_USER"):
         env.pop(var, None)
-    proc = subprocess.run([sys.executable, "-m", "hub.smoke"], cwd=REPO, env=env, capture_output=True,
+    # As the admin runs it on the hub (cd /opt/course && python -m hub.smoke), with the course installed.
+    proc = subprocess.run([installed()[0], "-m", "hub.smoke"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
-    lines = {line.split()[1].rstrip(":"): line for line in proc.stdout.splitlines()
-             if line.split()[:1] and line.split()[0] in (PASS, FAIL, SKIPPED)}
+    checked = [re.match(r"(PASS|FAIL|SKIPPED) +(.+?): ", line) for line in proc.stdout.splitlines()]
+    lines = {m[2]: m.string for m in checked if m}
     status = {check: line.split()[0] for check, line in lines.items()}
     report = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}"
-    assert status["course"] == PASS and status["gloo"] == PASS, report
+    assert status["course"] == PASS and status["gloo all-reduce"] == PASS, report
+    assert f"grader from {installed()[0].parents[1]}" in lines["course"], report
     assert status["lesson"] == PASS, report
     if not hardware.gpu_count():
         assert "CPU only" in lines["lesson"], report  # what the lesson's first cell printed
     assert status["gpus"] == SKIPPED and "COURSE_EXPECTED_GPUS" in lines["gpus"], report
     if hardware.gpu_count() < 2:
-        assert status["nccl"] == SKIPPED and "needs 2 GPUs or more" in lines["nccl"], report
+        for check in ("nccl all-reduce", "nccl from a kernel"):
+            assert status[check] == SKIPPED and "needs 2 GPUs or more" in lines[check], report
     assert status["exchange"] == SKIPPED and status["nbgitpuller"] in (PASS, SKIPPED), report
-    # A machine whose /dev/shm is short (a container's 64 MiB) fails that check, and only that one.
-    shm_short = bool(hardware.nccl_notes(1, meminfo=os.devnull))
-    assert status["/dev/shm"] == (FAIL if shm_short else PASS), report
-    assert [c for c, s in status.items() if s == FAIL] == (["/dev/shm"] if shm_short else []), report
-    assert proc.returncode == (1 if shm_short else 0), report
+    # A machine whose /dev/shm is short (a container's 64 MiB) or on disk fails that check, and only that one.
+    shm_bad = hub.smoke.check_shm().status == FAIL
+    assert status["/dev/shm"] == (FAIL if shm_bad else PASS), report
+    assert [c for c, s in status.items() if s == FAIL] == (["/dev/shm"] if shm_bad else []), report
+    assert proc.returncode == (1 if shm_bad else 0), report
     assert proc.stdout.splitlines()[-1].startswith("smoke test: ")

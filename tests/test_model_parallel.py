@@ -10,6 +10,8 @@ from grader import memory, models, pipeline
 from grader.launch import init_distributed, launch
 from grader.models import mlp, synthetic_batch
 
+from conftest import lesson_notebook, read_nb
+
 
 def _fsdp_state_bytes():
     rank, world, _ = init_distributed()
@@ -113,3 +115,58 @@ def test_the_calculator_widget_follows_its_fields():
     assert "6.88 MB" in table.value and "fits" in table.value and "not" not in table.value
     fields["batch"].value = 7  # 7 samples do not split over 2 ranks: said, not raised
     assert "does not split" in table.value
+
+
+def observe_cuda(monkeypatch, events, allocated=()):
+    """Stand-ins for the CUDA calls the toolkit makes, recording each in ``events``.
+
+    ``memory_allocated`` and ``max_memory_allocated`` answer from ``allocated`` in turn.
+    """
+    answers = iter(allocated)
+    for name in ("synchronize", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, name=name: events.append((name, device)))
+    for name in ("memory_allocated", "max_memory_allocated"):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, name=name: events.append((name, device)) or next(answers))
+
+
+def test_a_timeline_on_a_gpu_reads_the_clock_only_once_the_device_has_finished(monkeypatch):
+    events, gpu = [], torch.device("cuda", 1)
+    observe_cuda(monkeypatch, events)
+
+    class Stage:  # what a schedule calls on a stage whose part lives on a GPU
+        device = gpu
+
+        def forward_one_chunk(self, micro, *args):
+            events.append(("forward", micro))
+
+        def backward_one_chunk(self, micro, *args):
+            events.append(("backward", micro))
+
+    stage = Stage()
+    with pipeline.timeline(stage, rank=1) as works:
+        stage.forward_one_chunk(0)
+        stage.backward_one_chunk(0)
+    sync = ("synchronize", gpu)
+    assert events == [sync, ("forward", 0), sync, sync, ("backward", 0), sync]
+    assert [(w.rank, w.kind, w.micro) for w in works] == [(1, "F", 0), (1, "B", 0)]
+
+
+def test_the_lessons_timers_wait_for_the_device():
+    # Lesson 03's naive split times its own forward and backward: with pipeline.work, never a bare clock.
+    nb = read_nb(lesson_notebook("source", "03_model_parallel"))
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "perf_counter" not in code and "pipeline.work(" in code
+    assert "max_memory_allocated" not in code and "memory.cuda_peak(" in code
+
+
+def test_the_cuda_peak_leaves_out_cublas_workspace_and_what_was_there_before(monkeypatch):
+    events, gpu = [], torch.device("cuda", 0)
+    monkeypatch.setattr(memory, "_warm_cublas", lambda device: events.append(("matmul", device)))
+    observe_cuda(monkeypatch, events, allocated=[40_000_000, 43_500_000])  # before, then the peak
+    with memory.cuda_peak(gpu) as held:
+        events.append(("step", None))
+    assert (held.before, held.peak) == (40_000_000, 3_500_000)
+    # The workspace is allocated first, then the peak reset and the baseline read: the step alone counts.
+    assert [name for name, _ in events] == ["matmul", "synchronize", "reset_peak_memory_stats", "memory_allocated",
+                                            "step", "synchronize", "max_memory_allocated"]
+    assert all(device == gpu for name, device in events if name != "step")

@@ -1,11 +1,14 @@
 """Set-up files agree with each other and with the README."""
 
 import re
+import subprocess
 import tomllib
+import zipfile
+from pathlib import Path
 
 import yaml
 
-from conftest import REPO
+from conftest import REPO, activated, installed, read_nb, wheel
 
 CONDA_NAMES = {"torch": "pytorch"}
 
@@ -41,3 +44,53 @@ def test_ci_runs_the_readme_test_command_with_nothing_found_by_accident():
     path = re.search(r"^export PATH=(\S+)$", ci, re.M)[1].split(":")
     assert set(path) <= {"/usr/sbin", "/usr/bin", "/sbin", "/bin"}, path
     assert "export PATH := $(abspath $(VENV))/bin:$(PATH)" in (REPO / "Makefile").read_text()
+
+
+# The first torch release with each public API the course imports (older ones had it under a
+# private path, or not at all): the declared lower bound must reach every one of them.
+FIRST_TORCH = {"torch.distributed.fsdp.fully_shard": (2, 6), "torch.distributed.tensor.DTensor": (2, 5),
+               "torch.distributed.pipelining.PipelineStage": (2, 4)}
+
+
+def torch_imports():
+    """Every ``module.name`` that the lessons and the toolkit import ``from torch...``."""
+    sources = [p.read_text() for p in (REPO / "grader").rglob("*.py")]
+    sources += ["".join(c["source"]) for p in (REPO / "source").glob("*/*.ipynb")
+                for c in read_nb(p)["cells"] if c["cell_type"] == "code"]
+    found = set()
+    for text in sources:
+        for module, names in re.findall(r"^\s*from (torch[\w.]*) import (\([^)]*\)|[^\n]+)", text, re.M):
+            found |= {f"{module}.{name.split(' as ')[0].strip()}" for name in names.strip("()").split(",")
+                      if name.strip() and not name.strip().startswith("#")}
+    return found
+
+
+def test_the_declared_torch_has_every_api_the_course_imports():
+    imported = torch_imports()
+    assert set(FIRST_TORCH) <= imported, "FIRST_TORCH lists an API the course no longer imports"
+    dependency = next(d for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+                      if re.match(r"torch\b", d))
+    lowest = tuple(int(n) for n in re.search(r">=\s*(\d+)\.(\d+)", dependency).groups())
+    for api, release in FIRST_TORCH.items():
+        assert lowest >= release, f"{api} needs torch>={release[0]}.{release[1]}, but pyproject asks for {dependency}"
+    conda = (REPO / "environment.yml").read_text()
+    assert f"pytorch>={lowest[0]}.{lowest[1]}" in conda
+
+
+def test_the_wheel_holds_every_file_the_toolkit_reads():
+    # A hub installs the wheel, not the checkout: a data file left out of it is missing there.
+    names = set(zipfile.ZipFile(wheel()).namelist())
+    files = [p.relative_to(REPO).as_posix() for p in (REPO / "grader").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+    assert [f for f in files if f not in names] == []
+
+
+def test_the_installed_course_reads_its_thresholds_and_content_from_home():
+    python, home = installed()
+    code = ("from grader import content, scaling; from grader.study import cards; "
+            "print(scaling.expected_ddp_speedup(2) > 0, len(content.topics('cards')), scaling.__file__)")
+    proc = subprocess.run([python, "-c", code], cwd=home, env=activated(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ok, topics, where = proc.stdout.split()
+    assert (ok, int(topics)) == ("True", len(list((REPO / "grader" / "content" / "cards").glob("*.json"))))
+    assert not Path(where).is_relative_to(REPO)

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch.distributed as dist
 
+from conftest import REPO, read_nb
 from grader import content
 from grader.launch import launch
 from grader.study.explain import covered, load_prompts
@@ -99,3 +100,14 @@ def test_ids_are_unique_across_every_content_file():
                 assert entry["id"] not in seen, f"{entry['id']} is in {seen.get(entry['id'])} and {path}"
                 seen[entry["id"]] = path
     assert len(seen) > 100
+
+
+def test_nccl_returning_at_once_is_taught_with_when_it_holds():
+    # An NCCL collective only queues its work once the group's communicator exists; the first
+    # collective on a group made without a device_id blocks while NCCL creates it.
+    texts = [path.read_text() for path in sorted(content.HERE.glob("*/*.json"))]
+    texts += ["".join(cell["source"]) for cell in read_nb(REPO / "source" / "02_ddp" / "02_ddp.ipynb")["cells"]]
+    for text in texts:
+        for sentence in text.replace("\n", " ").split(". "):
+            if "NCCL" in sentence and "queue" in sentence and "returns" in sentence:
+                assert "communicator" in sentence, sentence
