@@ -8,6 +8,9 @@
 #                  (WORKERS=N to choose how many students at once)
 #   make sheets    regenerate the cheat sheets in notebooks/cheatsheets/ from grader/content
 #   make anki      export every topic's cards and questions to notebooks/anki/*.apkg
+#   make gpu-check on a machine with GPUs: run and autograde every lesson's solution, run the
+#                  tests marked gpu, measure; report in docs/gpu/ (tests/gpu_check.py;
+#                  GPU_CHECK_ARGS="--lessons 02_ddp" for one lesson, "--quick" for the CPU form)
 #
 # Set-up makes a virtual environment in .venv. It reuses an installed torch (a GPU
 # hub's) when there is one; otherwise it installs $(TORCH_SPEC) (torch==2.13.0, a CPU
@@ -27,7 +30,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup lab test quick release autograde sheets anki browser
+.PHONY: setup lab test quick release autograde sheets anki browser gpu-check
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -71,3 +74,6 @@ sheets: setup
 anki: setup
 	$(PY) -m grader.study.anki --out notebooks/anki
 	$(PY) -m grader.study.anki --each --out notebooks/anki
+
+gpu-check: setup
+	$(PY) tests/gpu_check.py $(GPU_CHECK_ARGS)

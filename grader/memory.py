@@ -224,7 +224,9 @@ class CudaPeak:
 
 
 def _warm_cublas(device):
-    torch.ones(8, 8, device=device) @ torch.ones(8, 8, device=device)
+    # Forward runs on this thread and backward on autograd's own: each gets a cuBLAS workspace.
+    a = torch.ones(8, 8, device=device, requires_grad=True)
+    (a @ a).sum().backward()
 
 
 @contextlib.contextmanager
@@ -232,9 +234,9 @@ def cuda_peak(device):
     """The most bytes the CUDA allocator held during the block beyond what it held before, as a :class:`CudaPeak`.
 
     ``torch.cuda.max_memory_allocated`` also counts what was allocated before the block and
-    cuBLAS's workspace (several MiB per stream, allocated by the first matmul on a device and
-    kept for good), which for a small model is several times the model itself. A small matmul
-    first puts the workspace in ``before``, so ``peak`` is what the block itself allocated at
+    cuBLAS's workspaces (several MiB per stream and thread, allocated by the first matmul on a
+    device and kept for good), which for a small model is several times the model itself. A
+    small matmul and its backward first put them in ``before``, so ``peak`` is what the block itself allocated at
     its peak: the tensors :func:`estimate` counts plus the allocator's temporaries.
     GPU only (``tests/test_gpu.py`` runs it on one); on a CPU nothing is counted.
     """

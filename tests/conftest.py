@@ -1,3 +1,4 @@
+import atexit
 import functools
 import json
 import os
@@ -58,6 +59,7 @@ def installed():
     install among them) left unread.
     """
     root = Path(tempfile.mkdtemp(prefix="installed-course-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     checkout = root / "checkout"  # what the build reads, so nothing is written into the repository
     shutil.copytree(REPO / "grader", checkout / "grader", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
