@@ -97,6 +97,10 @@ def activated():
     env = dict(os.environ, HOME=str(home))
     env["PATH"] = os.pathsep.join([str(python.parent), str(Path(sys.executable).parent), env.get("PATH", "")])
     env["VIRTUAL_ENV"] = str(python.parents[1])
+    # The dependencies' data files (nbconvert's templates, nbgrader's) sit in the test
+    # environment's share/jupyter, where a hub's single install keeps them beside the course.
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
+                                                        env.get("JUPYTER_PATH")]))
     return env
 
 
