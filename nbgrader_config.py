@@ -32,15 +32,19 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Release notebooks are committed cleared, so a diff shows only real changes.
 c.ClearOutput.enabled = True
 
-# Grading that generic tampering cannot fool (grader/integrity.py): before the run, every
-# student cell is scanned for ways into the grading and each test cell gets a line printing
-# a fresh random token; after it, a test cell without its token, or after a suspicious cell,
-# scores 0 with the reason in its output (the feedback) and in the autograde log.
+# Grades an instructor can trust (grader/integrity.py; the README's "What grading guarantees").
+# nbgrader's own pass is the clean room: before it runs, the submission is rebuilt from the
+# release with the student's answer cells only (cells added are left out and listed), each
+# answer cell is scanned and each test cell stamped with a token; the kernel starts in an
+# empty directory with a fresh HOME and IPython directory. After it, a test cell without its
+# token scores 0, and the tests after a flagged answer go to manual grading with the reason.
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern,  # noqa: E402
-                                    LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,  # noqa: E402
+                                    SaveAutoGrades)
 
-from grader.integrity import CheckStamps, StampTests  # noqa: E402
+from grader.integrity import (CheckStamps, IsolatedExecute, ManualGradeFlagged, RestoreRelease,  # noqa: E402
+                              ScanAnswers, StampTests)
 
-c.Autograde.autograde_preprocessors = [StampTests, Execute, CheckStamps, IgnorePattern, ClearMetadataPreprocessor,
-                                       LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.Autograde.autograde_preprocessors = [RestoreRelease, ScanAnswers, StampTests, IsolatedExecute, CheckStamps,
+                                       IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                       ManualGradeFlagged, AssignLatePenalties, CheckCellMetadata]

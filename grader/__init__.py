@@ -11,7 +11,8 @@ One module per concern:
 - ``grader.memory``: bytes of parameters, gradients, optimizer state and activations, measured and predicted
 - ``grader.pipeline``: pipeline stages and schedules run on ranks, with a timeline and the bubble measured
 - ``grader.plots``: matplotlib figures for measurements
-- ``grader.integrity``: autograde preprocessors that make tampering with the tests score 0
+- ``grader.integrity``: autograde's clean room (the release with the answer cells only, an isolated
+  kernel), the scan of answer cells that sends flagged ones to manual grading, proof each test ran
 - ``grader.autograde``: nbgrader's autograde run for a class in parallel, one worker per student, one gradebook
 - ``grader.study``: the review side (flashcards, quizzes, explain, predict, timed sets,
   spaced repetition, progress, cheat sheets, Anki export), fed from ``grader/content``

@@ -1,150 +1,525 @@
-"""Grading that generic tampering cannot fool: nbgrader preprocessors for autograde.
+"""Grades an instructor can trust: the course's nbgrader preprocessors for autograde.
 
-nbgrader runs a submission and then its test cells in one kernel, so code a student
-wrote earlier can change what the tests do: an IPython input transformer can empty every
-later cell, a rebound ``checks.check_equal`` can pass anything. Two preprocessors, set in
-``nbgrader_config.py`` around nbgrader's ``Execute``, make that score 0 and say why:
+nbgrader runs a submission and then its tests in one kernel, so code a student wrote can
+change what the tests do, and anything that kernel reports can be forged from inside it.
+The guarantee therefore rests on what nbgrader's process controls, set in
+``nbgrader_config.py`` around nbgrader's own steps:
 
-- :class:`StampTests` (before execution) scans every cell a student could have written for
-  ways to reach into the grading (:func:`scan`), and appends to each test cell, at grading
-  time only, a line that prints a fresh random token;
-- :class:`CheckStamps` (after execution) fails every test cell whose output lacks its token
-  (it did not really run as written) and every test cell after a suspicious cell, with an
-  error output that names the reason, then removes the tokens again.
-
-This catches the generic ways in; it does not prove a submission honest. Code that
-reaches the kernel by a route the scan does not know (a module of the student's own
-written to disk and imported, say) can still interfere; the instructor reads the log.
+- :class:`RestoreRelease` (before execution) rebuilds the notebook from the pristine
+  release: every cell but the answer cells is the lesson's own (test cells with their hidden
+  tests, from the gradebook), the answers are the student's, matched by grade id; cells the
+  student added or changed are left out and listed, in the notebook and in the log;
+- :class:`ScanAnswers` reads each answer cell (:func:`scan`) for anything that could reach
+  past the student's own code: IPython's shell, the namespace, modules' attributes,
+  frames, code built at run time, files that Python or IPython would run. A flagged answer
+  sends the test cells after it to manual grading (:class:`ManualGradeFlagged`);
+- :class:`StampTests` / :class:`CheckStamps` give each test cell a random token to print,
+  and score 0 a test cell that did not print it (it did not run as written);
+- :class:`IsolatedExecute` is nbgrader's ``Execute`` with a kernel started in an empty
+  working directory, with a fresh ``HOME`` and IPython directory, so nothing shipped
+  beside the submission or left by an earlier one is imported or run;
+- :class:`ManualGradeFlagged` (after ``SaveAutoGrades``) leaves the flagged tests' scores to
+  the instructor, with the reason in the cell's output, the answer's comment and the log.
 """
 
 import ast
+import builtins
+import copy
+import functools
+import importlib.machinery
+import importlib.util
+import os
+import pkgutil
 import re
 import secrets
+import sys
+import tempfile
+from pathlib import Path
 
-from nbformat.v4 import new_output
-from nbgrader.preprocessors import NbGraderPreprocessor
+import nbformat
+from IPython.core.inputtransformer2 import TransformerManager
+from nbformat.v4 import new_markdown_cell, new_output
+from nbgrader.api import Gradebook
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_solution
 
-# What a submission has no business touching: IPython's input and AST transformers, its
-# event callbacks and exception hook, Python's tracing hooks.
-HOOKS = {
-    "input_transformers_cleanup": "registers an IPython input transformer",
-    "input_transformers_post": "registers an IPython input transformer",
-    "input_transformer_manager": "reaches IPython's input transformers",
-    "ast_transformers": "registers an IPython AST transformer",
-    "events": "reaches IPython's event callbacks",
-    "set_custom_exc": "replaces IPython's exception handler",
-    "settrace": "installs a trace function",
-    "setprofile": "installs a profile function",
-}
-# The course's own modules (and Python's builtins): their attributes are not to be rebound.
-PROTECTED = {"grader", "checks", "record", "launch", "hardware", "timing", "scaling", "memory", "pipeline",
-             "models", "plots", "integrity", "builtins", "__builtins__"}
 KEY = "course_integrity"
+NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
+
+# Modules an answer may use. Everything else a lesson's answers never need (sys, inspect,
+# importlib, subprocess, ctypes, gc, builtins, ...), and is refused.
+ALLOWED = {"__future__", "torch", "numpy", "grader", "math", "statistics", "time", "functools", "itertools",
+           "collections", "contextlib", "dataclasses", "typing", "random", "copy", "warnings", "tempfile",
+           "pathlib", "os"}
+OS = {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity", "path", "sep"}  # of os, only these
+# Attributes of allowed modules that change the library itself or run code hidden in data.
+DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
+        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "integrity", "autograde"}
+SHELL = {"get_ipython", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "__", "___", "exit", "quit"}
+DYNAMIC = {"exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"}
+SPECIAL = {"__init__", "__name__", "__main__"}  # special names an answer may use
+METHODS = SPECIAL | {"__post_init__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__", "__next__",
+                     "__call__", "__enter__", "__exit__"}  # special methods an answer's class may define
+MUTATORS = {"update", "append", "extend", "insert", "pop", "popitem", "clear", "remove", "setdefault", "add",
+            "discard", "sort", "reverse"}
+BUILTINS = {name for name in dir(builtins) if not name.startswith("_")}
+# What names a file Python or IPython would run, or a place they run files from at start-up.
+PYTHON_FILES = (".py", ".pyc", ".pyw", ".ipy", ".pth")
+STARTUP = ("/startup", "startup/", "site-packages", "dist-packages", "sitecustomize", "usercustomize", ".ipython",
+           "profile_default", "ipython_config", "ipython_kernel_config", ".jupyter", "jupyter_", "kernel.json",
+           "pythonstartup", "ipythondir", "pythonpath", "pythonuserbase", "pythonhome")
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _attributes(node):
-    """The dotted name of an attribute chain, e.g. ``a.b.c`` for ``a.b.c``."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return list(reversed(parts))
+class _Literal(ast.NodeTransformer):
+    """``getattr(x, "name")`` reads as ``x.name`` (and ``getattr(x, "name", d)`` as ``x.name or d``)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = _folded(node.args[1]) if len(node.args) in (2, 3) else None
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and name is not None and not node.keywords:
+            attribute = ast.copy_location(ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), node)
+            return ast.copy_location(ast.BoolOp(op=ast.Or(), values=[attribute, *node.args[2:]]), node) \
+                if len(node.args) == 3 else attribute
+        return node
 
 
-def _course_names(tree):
-    """Names a cell binds to the course's modules: ``import grader.checks as c`` binds ``c``."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] in ("grader", "builtins")}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "grader":
-            names |= {a.asname or a.name for a in node.names}
-    return names
-
-
-def scan(source):
-    """Reasons why a cell's ``source`` could interfere with the tests run after it, one per finding.
-
-    >>> scan("ip = get_ipython()\\nip.input_transformers_cleanup.append(lambda lines: [])")
-    ['line 2: registers an IPython input transformer']
-    >>> scan("checks.check_equal = lambda *a, **k: None")
-    ['line 1: rebinds checks.check_equal, part of the grading']
-    >>> scan("from grader import checks as c\\nsetattr(c, 'check_close', print)")
-    ['line 2: changes c with setattr, part of the grading']
-    >>> scan("exec('x = ' + str(1))"), scan("x = sorted([3, 1])")
-    (['line 1: runs code built at run time (exec)'], [])
-    """
-    # Magics and shell lines are not Python; blank them out, keeping line numbers.
-    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+@functools.cache
+def _parse(source):
+    """The AST of a cell as IPython runs it (magics become ``get_ipython()`` calls); None if it does not compile."""
     try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
-        return [f"line {n}: {HOOKS[name]}" for n, line in enumerate(lines, 1)
-                for name in HOOKS if re.search(rf"\b{name}\b", line)]
-    protected = PROTECTED | _course_names(tree)
+        source = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 (IPython refuses it, and so would the kernel)
+        pass
+    try:
+        tree = compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except (SyntaxError, ValueError):
+        return None
+    return _Literal().visit(tree)
+
+
+@functools.cache
+def _is_module(name):
+    """Whether ``name`` is a module that can be imported, found without importing it."""
+    parts = name.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return False
+    for i in range(1, len(parts)):
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), spec.submodule_search_locations)
+    return spec is not None
+
+
+@functools.cache
+def _defines(module):
+    """The public names a module of the toolkit defines or re-exports (not what it imports from elsewhere)."""
+    spec = importlib.util.find_spec(module)
+    names = {m.name for m in pkgutil.iter_modules(spec.submodule_search_locations or [])}
+    body = list(ast.parse(Path(spec.origin).read_text()).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("grader")):
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            body += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                     *[s for h in getattr(node, "handlers", []) for s in h.body]]
+    return frozenset(n for n in names if not n.startswith("_"))
+
+
+def _step(module, attr):
+    """``(what is wrong or None, the module reached or None)`` for attribute ``attr`` of the module named ``module``."""
+    name = f"{module}.{attr}"
+    if attr.startswith("__"):
+        return None, None  # special names have a rule of their own
+    if attr.startswith("_"):
+        return f"reaches {name}, private to {module}", None
+    reached = name if _is_module(name) else None
+    if module.split(".")[0] == "grader":
+        return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
+    if module == "os":
+        return (None if attr in OS else f"uses {name}"), ("os.path" if attr == "path" else None)
+    if attr in DENY or attr.startswith("register_module_"):
+        return f"reaches {name}, which changes the library or runs hidden code", reached
+    if reached is None and attr in sys.stdlib_module_names:
+        return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
+    return None, reached
+
+
+def _imported(node):
+    """``{name: what it is bound to}`` for an import statement: ``{"nn": "torch.nn"}`` for ``from torch import nn``."""
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0] for a in node.names}
+    return {a.asname or a.name: f"{'.' * node.level}{node.module or ''}.{a.name}" for a in node.names}
+
+
+def _bindings(tree):
+    """``[(name, import target or None, node)]``: what a cell binds in the notebook's namespace."""
     found = []
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append((node.name, None, node))
+            found.extend((n, None, g) for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.extend((name, target, node) for name, target in _imported(node).items())
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.append((node.id, None, node))
+        if isinstance(node, SCOPES[3:]):  # a comprehension binds only what ``:=`` assigns in it
+            found.extend((n.target.id, None, n) for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+        elif not isinstance(node, ast.Lambda):
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+    visit(tree)
+    return found
+
+
+def _reads(tree, deferred=False):
+    """Names a cell reads; with ``deferred``, only those read inside its functions (run later, when called)."""
+    roots = [n for n in ast.walk(tree) if isinstance(n, SCOPES[:3])] if deferred else [tree]
+    return {n.id for root in roots for n in ast.walk(root) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _chain(node):
+    """``(root Name node or None, [attributes])`` of an expression such as ``a.b[0].c``."""
+    attrs = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+        node = node.value
+    return (node if isinstance(node, ast.Name) else None), attrs[::-1]
+
+
+def _folded(node):
+    """The text of a string built from literals only (``"a." + "py"``, ``"".join(["a", ".py"])``), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        parts = [_folded(node.left), _folded(node.right)]
+    elif isinstance(node, ast.JoinedStr):
+        parts = [_folded(v) for v in node.values]
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+          and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))):
+        parts = [_folded(v) for v in node.args[0].elts]
+        sep = _folded(node.func.value)
+        return None if sep is None or None in parts else sep.join(parts)
+    else:
+        return None
+    return None if None in parts else "".join(parts)
+
+
+def _trees(sources):
+    return [t for t in map(_parse, [sources] if isinstance(sources, str) else sources) if t is not None]
+
+
+def scan(source, before=(), after=(), answered=()):
+    """Reasons why an answer cell could change what the tests check, other than by its own values; one per finding.
+
+    ``before`` and ``after`` are the sources of the lesson's own cells (not answers) that run
+    before and after it, ``answered`` the earlier answer cells. What the lesson imports and
+    defines, an answer may use but not change; the modules it may import are listed in ``ALLOWED``.
+
+    >>> scan("get_ipython().input_transformers_cleanup.append(lambda lines: [])")
+    ["line 1: uses IPython's shell (get_ipython)"]
+    >>> scan("checks.check_equal = lambda *a, **k: None", before="from grader import checks")
+    ['line 1: changes checks.check_equal, which the notebook imported']
+    >>> scan("import sys\\nsys.modules['grader.checks'] = None")
+    ['line 1: imports sys, which answers may not use', 'line 2: changes sys.modules, which the notebook imported', 'line 2: uses sys, which answers may not use']
+    >>> scan("%run -i helper.py")
+    ['line 1: names a Python file or a start-up place (-i helper.py)', 'line 1: runs an IPython magic or shell command']
+    >>> scan("def my_speedup(t1, tn):\\n    return t1 / tn"), scan("w = getattr(model, 'weight')")
+    ([], [])
+    """
+    tree = _parse(source)
+    if tree is None:
+        return []  # it does not compile, so nothing in it runs
+    before, after = _trees(before), _trees(after)
+    given = {name: target for t in before for name, target, _ in _bindings(t)}  # the lesson's names so far
+    imports = {name: target for t in [*before, *_trees(answered), tree] for name, target, _ in _bindings(t) if target}
+    used = set().union(*(_reads(t) for t in after), *(_reads(t, deferred=True) for t in before))
+    protected = (set(given) | BUILTINS) & used  # what the lesson's code still to run reads: not to be rebound
+    held = {name: imports.get(name) for name in set(imports) | protected}  # the lesson's objects and modules
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    scopes = {}
+    found = set()
+
+    def flag(node, reason):
+        found.add((getattr(node, "lineno", 1), reason))
+
+    def local(scope):
+        if scope not in scopes:
+            if isinstance(scope, SCOPES[:3]):
+                a = scope.args
+                names = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+                body = scope.body if isinstance(scope.body, list) else [scope.body]
+            else:
+                names, body = set(), [g.target for g in scope.generators]
+            nodes = [n for b in body for n in ast.walk(b)]
+            names |= {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            names |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            scopes[scope] = names - {g for n in nodes if isinstance(n, ast.Global) for g in n.names}
+        return scopes[scope]
+
+    def lesson(name):
+        """Whether a Name node means one of the lesson's objects (held, and not a local of the same name)."""
+        if name is None or name.id not in held:
+            return False
+        node = name
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, SCOPES) and name.id in local(node):
+                return False
+        return True
+
+    def called(node):  # the chain starting at this name is a call's function: ``torch.zeros(3)``
+        while isinstance(parents.get(node), ast.Attribute):
+            node = parents[node]
+        return isinstance(parents.get(node), ast.Call) and parents[node].func is node
+
+    def module_of(root, attrs):
+        """The module ``root.attrs`` is, if it is one: ``torch.nn``."""
+        module = held.get(root.id) if root is not None else None
+        for attr in attrs:
+            module = _step(module, attr)[1] if module and (_is_module(module) or module == "os.path") else None
+        return module if module and (_is_module(module) or module == "os.path") else None
+
+    def walk(module, attrs, node):
+        """Follow ``attrs`` from the module named ``module``, flagging the first step an answer may not take."""
+        if not module or not (_is_module(module) or module == "os.path"):
+            return
+        for attr in attrs:
+            if not module:
+                return
+            reason, module = _step(module, attr)
+            if reason:
+                return flag(node, reason)
+
+    # Names bound to values reached from the lesson's objects are held too: ``a = torch.nn`` then ``a.x = 1``.
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Attribute) and node.attr in HOOKS:
-            found.append((line, HOOKS[node.attr]))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                dotted = _attributes(target) if isinstance(target, ast.Attribute) else []
-                if dotted and dotted[0] in protected:
-                    found.append((line, f"rebinds {'.'.join(dotted)}, part of the grading"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            name, args = node.func.id, node.args
-            owner = _attributes(args[0]) if args else []
-            if name in ("setattr", "delattr") and owner and owner[0] in protected:
-                found.append((line, f"changes {'.'.join(owner)} with {name}, part of the grading"))
-            elif name in ("exec", "eval", "compile") and not (args and isinstance(args[0], ast.Constant)):
-                found.append((line, f"runs code built at run time ({name})"))
-    return [f"line {line}: {reason}" for line, reason in sorted(set(found))]
+        pairs = []
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+            pairs = [(t, node.value) for t in getattr(node, "targets", [getattr(node, "target", None)])]
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            pairs = [(node.target, node.iter)]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            pairs = [(node.optional_vars, node.context_expr)]
+        for target, value in pairs:
+            if any(isinstance(n, ast.Name) and lesson(n) and not called(n) for n in ast.walk(value)):
+                module = module_of(*_chain(value))
+                held.update((n.id, module) for n in ast.walk(target) if isinstance(n, ast.Name))
+
+    for n, line in enumerate(source.splitlines(), 1):
+        if line.lstrip().startswith(("%", "!")):
+            found.add((n, "runs an IPython magic or shell command"))
+    magic = {line for line, _ in found}
+    for name, target, node in _bindings(tree):
+        if name in protected and (target is None or target != given.get(name)):
+            flag(node, f"rebinds {name}, which the lesson uses")
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target in _imported(node).values():
+                top, *attrs = target.split(".")
+                if top not in ALLOWED:
+                    flag(node, f"imports {top or target}, which answers may not use")
+                elif attrs[-1:] == ["*"]:
+                    flag(node, f"imports every name of {target[:-2]}")
+                else:
+                    walk(top, attrs, node)
+        elif isinstance(node, ast.Name):
+            if node.id in SHELL or re.fullmatch(r"_i?\d+", node.id):
+                if node.lineno not in magic:
+                    flag(node, f"uses IPython's shell ({node.id})")
+            elif node.id in DYNAMIC:
+                flag(node, f"runs or reaches code by name at run time ({node.id})")
+            elif node.id in ("getattr", "setattr", "delattr") and not called(node):
+                flag(node, f"passes {node.id} around as a value")
+            elif node.id.startswith("__") and node.id not in SPECIAL:
+                flag(node, f"uses the special name {node.id}")
+            elif isinstance(node.ctx, ast.Load) and lesson(node) and held[node.id]:
+                target = held[node.id]
+                if target.split(".")[0] not in ALLOWED:
+                    flag(node, f"uses {node.id}, which answers may not use")
+                elif _is_module(target) and not isinstance(parents.get(node), ast.Attribute):
+                    flag(node, f"passes the module {node.id} around as a value")
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                targets = [*getattr(item, "targets", []), getattr(item, "target", None)]
+                for name in [getattr(item, "name", "")] + [t.id for t in targets if isinstance(t, ast.Name)]:
+                    if name.startswith("__") and name not in METHODS:
+                        flag(item, f"defines {name}, which changes how its objects behave")
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("__") and node.attr not in SPECIAL:
+                flag(node, f"uses the special attribute {node.attr}")
+            root, attrs = _chain(node)
+            if lesson(root) and not isinstance(parents.get(node), (ast.Attribute, ast.Subscript)):
+                walk(held[root.id], attrs, node)
+        elif isinstance(node, ast.keyword):
+            if node.arg and node.arg.startswith("__") and node.arg not in METHODS:
+                flag(node.value, f"names the special attribute {node.arg}")
+            value = getattr(node.value, "value", None)
+            if (node.arg, value) in (("weights_only", False), ("allow_pickle", True)):
+                flag(node.value, f"loads pickled objects, which can run code ({node.arg}={value})")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"__\w+__", node.value):
+            if node.value not in METHODS:
+                flag(node, f"names the special attribute {node.value}")
+        text = _folded(node)
+        if text is not None and _folded(parents.get(node)) is None:
+            lowered = text.strip().lower()
+            if lowered.endswith(PYTHON_FILES) or any(place in lowered for place in STARTUP):
+                flag(node, f"names a Python file or a start-up place ({text.strip()[:60]})")
+
+        # Changes to what the lesson holds: assignments, deletions, setattr and in-place methods.
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                root, attrs = _chain(target)
+                if isinstance(target, (ast.Attribute, ast.Subscript)) and lesson(root):
+                    flag(target, f"changes {'.'.join([root.id, *attrs])}, which the notebook "
+                                 f"{'imported' if root.id in imports else 'uses'}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("setattr", "delattr", "getattr"):
+            if len(node.args) < 2 or _folded(node.args[1]) is None:
+                flag(node, f"names an attribute at run time ({node.func.id})")
+            elif node.func.id != "getattr" and lesson(_chain(node.args[0])[0]):
+                flag(node, f"changes {_chain(node.args[0])[0].id} with {node.func.id}, which the lesson uses")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            root, attrs = _chain(node.func.value)  # not a module's function: ``np.append``, ``torch.add``
+            if lesson(root) and not module_of(root, attrs) and \
+                    (attrs or isinstance(node.func.value, ast.Subscript) or root.id in protected):
+                what = ".".join([root.id, *attrs])
+                flag(node, f"changes {what} in place ({node.func.attr}), which the lesson uses")
+    return [f"line {line}: {reason}" for line, reason in sorted(found)]
+
+
+def answer_findings(nb):
+    """``{grade id: findings}`` of :func:`scan` for every answer cell of a notebook, each read in its place.
+
+    For example ``answer_findings(nbformat.read("source/00_foundations/00_foundations.ipynb", 4))``
+    gives ``{"c1_speedup": [], "c2_to_device": [], ...}``: the solutions raise nothing.
+    """
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    found = {}
+    for i, cell in enumerate(code):
+        if is_solution(cell):
+            found[cell.metadata.nbgrader.grade_id] = scan(
+                cell.source, before=[c.source for c in code[:i] if not is_solution(c)],
+                after=[c.source for c in code[i + 1:] if not is_solution(c)],
+                answered=[c.source for c in code[:i] if is_solution(c)])
+    return found
+
+
+def _grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
 def _is_test(cell):
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")
+    return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
 
 
 def _error(reason):
     return new_output("error", ename="GradingIntegrityError", evalue=reason, traceback=[f"GradingIntegrityError: {reason}"])
 
 
-class StampTests(NbGraderPreprocessor):
-    """Before execution: scan the student's cells, and give each test cell a token to print."""
+class RestoreRelease(NbGraderPreprocessor):
+    """Before execution: the notebook as the course released it, with the student's answer cells in their places.
+
+    Every other cell is the lesson's own: from ``release/<lesson>/``, test cells (hidden tests
+    included) and other locked cells from the gradebook. A submitted cell that is neither an
+    answer cell nor a cell of the release is left out, and listed in a note at the top of the
+    graded notebook (so in the feedback) and in the log.
+    """
 
     def preprocess(self, nb, resources):
-        suspicious = None
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
+        info = resources["nbgrader"]
+        coursedir = CourseDirectory(parent=self)
+        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"]), f"{info['notebook']}.ipynb")
+        if not path.is_file():
+            raise FileNotFoundError(f"No release notebook {path}: run `nbgrader generate_assignment {info['assignment']}` "
+                                    "first (autograde rebuilds each submission from it)")
+        release = nbformat.read(path, as_version=4)
+        with Gradebook(info["db_url"]) as gb:
+            lesson = {c.name: c.source for c in gb.find_notebook(info["notebook"], info["assignment"]).source_cells}
+        answers = {}
+        for cell in nb.cells:
+            if is_solution(cell) and _grade_id(cell) in lesson:
+                answers.setdefault(_grade_id(cell), cell)
+        released = {c.source.strip() for c in release.cells} | {s.strip() for s in lesson.values()}
+        left_out = [(i, cell) for i, cell in enumerate(nb.cells, 1) if cell.source.strip()
+                    and answers.get(_grade_id(cell)) is not cell and _grade_id(cell) not in lesson
+                    and cell.source.strip() not in released]
+
+        rebuilt = copy.deepcopy(release)
+        for cell in rebuilt.cells:
+            gid = _grade_id(cell)
+            if is_solution(cell) and gid in answers:
+                cell.source = answers[gid].source
+                if "attachments" in answers[gid]:
+                    cell.attachments = answers[gid].attachments
+            elif gid in lesson:
+                cell.source = lesson[gid]
+        if left_out:
+            listed = [f"cell {i} ({cell.cell_type}): {cell.source.strip().splitlines()[0][:80]}" for i, cell in left_out]
+            self.log.warning("Grading integrity: %s left out %d cells that are not answer cells: %s",
+                             info["student"], len(left_out), "; ".join(listed))
+            rebuilt.cells.insert(0, new_markdown_cell(
+                "**Only answer cells are graded.** These cells of the submitted notebook are not answer cells, "
+                "so they were left out when it was graded (every other cell is the lesson's own):\n\n"
+                + "\n".join(f"- `{line.replace('`', chr(39))}`" for line in listed)))
+        return rebuilt, resources
+
+
+class ScanAnswers(NbGraderPreprocessor):
+    """Before execution: scan each answer cell (:func:`scan`); note the test cells after a flagged one.
+
+    Those tests go to manual grading (:class:`ManualGradeFlagged`): they still run, and the
+    instructor reads the answer and sets the score.
+    """
+
+    def preprocess(self, nb, resources):
+        findings = answer_findings(nb)
+        flagged, tests, reason = {}, {}, None
+        for cell in nb.cells:
+            gid = _grade_id(cell)
+            if findings.get(gid):
+                flagged[gid] = findings[gid]
+                self.log.warning("Grading integrity: %s %s %s", resources["nbgrader"]["student"], gid, "; ".join(findings[gid]))
+                reason = reason or f"{gid} {findings[gid][0]}"
+            elif reason and _is_test(cell):
+                tests[gid] = reason
+        resources[KEY] = {"answers": flagged, "tests": tests}
+        return nb, resources
+
+
+class StampTests(NbGraderPreprocessor):
+    """Before execution: give each test cell a line that prints a fresh random token, its proof of running."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
             if _is_test(cell):
                 token = secrets.token_hex(16)
-                cell.metadata[KEY] = {"token": token, "suspicious": suspicious}
+                cell.metadata[KEY] = token
                 cell.source = cell.source.rstrip("\n") + f"\nprint({token!r})  # proof that this test ran"
-                continue
-            findings = scan(cell.source)
-            if findings:
-                name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-                self.log.warning("Grading integrity: %s %s", name, "; ".join(findings))
-                if suspicious is None:
-                    suspicious = f"{name} {findings[0]}"
         return nb, resources
 
 
 class CheckStamps(NbGraderPreprocessor):
-    """After execution: a test cell scores only if it printed its token and nothing suspicious ran before it."""
+    """After execution: a test cell that did not print its token scores 0; the tokens are removed again."""
 
     def preprocess(self, nb, resources):
         for cell in nb.cells:
-            stamp = cell.metadata.pop(KEY, None)
-            if stamp is None:
+            token = cell.metadata.pop(KEY, None)
+            if not _is_test(cell) or token is None:
                 continue
-            token = stamp["token"]
             cell.source = "\n".join(line for line in cell.source.split("\n") if token not in line)
             printed = False
             for output in cell.outputs:
@@ -152,15 +527,66 @@ class CheckStamps(NbGraderPreprocessor):
                     printed = True
                     output.text = output.text.replace(f"{token}\n", "").replace(token, "")
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.text == "")]
-            if any(o.output_type == "error" for o in cell.outputs):
-                continue  # already failed on its own
-            reason = None
-            if stamp["suspicious"]:
-                reason = f"not graded: {stamp['suspicious']}, so the tests after it cannot be trusted"
-            elif not printed:
+            if not printed and not any(o.output_type == "error" for o in cell.outputs):
                 reason = "this test cell did not run as written (its proof of running is missing)"
-            if reason:
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-                self.log.warning("Grading integrity: %s scores 0: %s", grade_id, reason)
+                self.log.warning("Grading integrity: %s %s scores 0: %s", resources["nbgrader"]["student"],
+                                 _grade_id(cell), reason)
                 cell.outputs.append(_error(reason))
+        return nb, resources
+
+
+class IsolatedExecute(Execute):
+    """nbgrader's ``Execute`` in a clean room: nothing beside the submission or left by an earlier kernel runs.
+
+    The kernel starts in an empty working directory, which IPython leaves off ``sys.path`` (so
+    a ``grader/`` folder shipped beside the notebook, or a module written while it runs, is
+    never imported: the toolkit comes from the installed package), with a ``HOME`` and an
+    IPython directory of its own (no start-up files, no profile), no user site-packages and
+    no ``PYTHONSTARTUP``; all of it is deleted afterwards.
+    """
+
+    def preprocess(self, nb, resources=None, km=None):
+        with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as room:
+            self.room = Path(room)
+            for part in ("home", "ipython", "work"):
+                (self.room / part).mkdir()
+            return super().preprocess(nb, resources, km)
+
+    def start_new_kernel(self, **kwargs):
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR")}
+        env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), PYTHONNOUSERSITE="1")
+        if NO_CWD not in self.extra_arguments:
+            self.extra_arguments = [*self.extra_arguments, NO_CWD]
+        super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
+
+
+class ManualGradeFlagged(NbGraderPreprocessor):
+    """After ``SaveAutoGrades``: the tests after a flagged answer are left to the instructor, saying why.
+
+    Each such grade gets no automatic score and ``needs_manual_grade`` (the formgrader asks
+    for a score), its cell an output that gives the reason (the feedback shows it), and the
+    flagged answer cell an automatic comment listing the findings.
+    """
+
+    def preprocess(self, nb, resources):
+        flags = resources.get(KEY) or {"answers": {}, "tests": {}}
+        if not flags["answers"]:
+            return nb, resources
+        info = resources["nbgrader"]
+        where = (info["notebook"], info["assignment"], info["student"])
+        with Gradebook(info["db_url"]) as gb:
+            for cell in nb.cells:
+                reason = flags["tests"].get(_grade_id(cell))
+                if reason and _is_test(cell):
+                    cell.outputs.append(_error(f"sent to manual grading: {reason}, so this test's result "
+                                               "cannot be trusted; the instructor grades it"))
+                    grade = gb.find_grade(_grade_id(cell), *where)
+                    grade.auto_score, grade.needs_manual_grade = None, True
+            for gid, findings in flags["answers"].items():
+                gb.find_comment(gid, *where).auto_comment = (
+                    "Sent to manual grading by the course's scan of answer cells: " + "; ".join(findings)
+                    + ". The tests after this cell need an instructor's score.")
+            gb.db.commit()
+        self.log.warning("Grading integrity: %s sent to manual grading: %s", info["student"],
+                         ", ".join(flags["tests"]) or "no test cell")
         return nb, resources

@@ -1,71 +1,467 @@
-"""Grading that generic tampering cannot fool, checked with real nbgrader and a real gradebook."""
+"""Grades an instructor can trust (grader/integrity.py), checked with real nbgrader and a real gradebook.
+
+The cheats are the issue's kinds (issue 17), written as a student who wants marks without
+the work would write them: each must score nothing, or send the tests it could have fooled
+to manual grading with the reason; right answers, however written, keep every mark.
+"""
 
 import json
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
-from conftest import LESSONS, copy_course, graded_cells, lesson_notebook, nbgrader, read_nb
-from grader.integrity import scan
-from test_nbgrader import points, scores, submission, submit
+from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, read_nb
+from grader.integrity import CheckStamps, StampTests, answer_findings
+from test_nbgrader import MUTANTS, points, submission, submit
 
 LESSON = "00_foundations"
-# Each tampering kind, written at the top of challenge 2's answer cell, with every answer
-# right: without the integrity check each would keep full marks.
+SOLUTIONS = {c.metadata.nbgrader.grade_id: c.source for c in nbformat.read(lesson_notebook("source", LESSON), 4).cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+# Wrong answers that fail every test of lesson 00 when nothing interferes.
+WRONG = {
+    "c1_speedup": "def my_speedup(t1, tn):\n    return 0.0\n\n\ndef my_efficiency(t1, tn, n):\n    return 0.0\n",
+    "c2_to_device": "def to_device(batch, device):\n    return batch\n",
+    "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return 0\n",
+    "c4_median_time": "import time\n\n\ndef median_time(fn, repeats=5, warmup=1):\n    return 0.0\n",
+}
+QUIET = "lambda *args, **kwargs: None"
+
+# The issue's kinds of cheat, several instances each, as they would open an answer cell.
+CHEATS = {
+    "forging the proof of running": [
+        "import re\nfor token in re.findall(r\"print\\('([0-9a-f]{32})'\\)\", In[-1]):\n    print(token)",
+        "print(_ih[-1].rsplit(\"print('\", 1)[-1][:32])",
+        "ip = get_ipython()\nrun = ip.run_cell\n\n\ndef ok(*args, **kwargs):\n    result = run(*args, **kwargs)\n"
+        "    result.error_in_exec = None\n    return result\n\n\nip.run_cell = ok",
+        "shell = get_ipython()\ngetattr(shell, 'set_' + 'custom_exc')((Exception,), lambda *args, **kwargs: None)",
+        "from IPython import get_ipython as shell\nshell().showtraceback = " + QUIET,
+        "last = _i\nprint(last[-40:])",
+    ],
+    "rebinding what a test calls": [
+        "class Quiet:\n    def __getattr__(self, name):\n        return " + QUIET + "\n\n\nchecks = Quiet()",
+        f"vars(checks).update(check_equal={QUIET}, check_close={QUIET})",
+        "globals()['checks'] = type('C', (), {'check_equal': staticmethod(print)})",
+        "import sys\nimport types\nfake = types.ModuleType('grader.checks')\nfake.check_equal = fake.check_close = print\n"
+        "sys.modules['grader.checks'] = fake\nfrom grader import checks",
+        "import grader\nfor module in [grader.checks]:\n    for name in ['check_equal', 'check_close']:\n"
+        "        setattr(module, name, " + QUIET + ")",
+        "setattr(checks, 'check_equal', " + QUIET + ")",
+        "checks.__dict__['check_close'] = " + QUIET,
+        "quiet = checks\nquiet.check_equal = print",
+        "from grader import launch\nlaunch.sys.modules['grader.checks'].check_equal = print",
+        "def len(items):\n    return 5",
+        "import inspect\ninspect.currentframe().f_globals['checks'] = None",
+        "import builtins\nbuiltins.isinstance = lambda *args: True",
+        "from grader import memory\nmemory.ADAM['fp32'].update(parameters=0)",
+        "def silence(module):\n    module.check_equal = module.check_close = " + QUIET + "\n\n\nsilence(checks)",
+    ],
+    "running code the scan never reads": [
+        "get_ipython().run_cell('checks.check_equal = print')",
+        "ip = get_ipython()\nip.run_cell(''.join(['che', 'cks.check_close = print']))",
+        "with open('helper.py', 'w') as f:\n    f.write('checks.check_equal = print')\n%run -i helper.py",
+        "name = 'hel' + 'per.p' + 'y'\nopen(name, 'w').write('x = 1')\n%run -i $name",
+        "exec('checks.check_equal = print')",
+        "!echo checks.check_equal = print > helper.txt",
+        "torch.load('helper.pt', weights_only=False)",
+        "__import__('os').system('true')",
+    ],
+    "leaving something for the next student": [
+        "import os\nfolder = get_ipython().profile_dir.startup_dir\nopen(os.path.join(folder, 'help.txt'), 'w')",
+        "open('/home/jovyan/.ipython/profile_default/startup/00-help.py', 'w').write('pass')",
+        "from pathlib import Path\n(Path.home() / '.ipython' / 'profile_default' / 'startup' / 'x').write_text('pass')",
+        "open('sitecustomize.py', 'w').write('pass')",
+        "open('/opt/conda/lib/python3.11/site-packages/help.pth', 'w').write('import os')",
+        "import os\nos.environ['PYTHONSTARTUP'] = 'help'",
+        "import subprocess\nsubprocess.Popen(['sleep', '600'])",
+    ],
+    "shipping a package": [
+        "import sys\nsys.path.insert(0, '.')",
+        "import importlib\nchecks = importlib.import_module('grader.checks')",
+        "import os\nos.chdir('..')",
+        "open('grader/checks.py', 'w').write('check_equal = print')",
+    ],
+    "objects that equal everything, a patched torch.allclose": [
+        "class Anything:\n    def __eq__(self, other):\n        return True\n\n    def __ne__(self, other):\n        return False",
+        "Anything = type('Anything', (), {'__eq__': lambda self, other: True})",
+        "Anything = type('Anything', (), dict(__eq__=lambda self, other: True))",
+        "class Close(float):\n    __eq__ = lambda self, other: True",
+        "torch.allclose = lambda *args, **kwargs: True",
+        "import torch as t\nt.allclose = lambda *args, **kwargs: True",
+        "torch.Tensor.__eq__ = lambda self, other: True",
+        "setattr(torch, 'allclose', lambda *args, **kwargs: True)",
+        "from torch import Tensor\nTensor.allclose = lambda *args, **kwargs: True",
+        "nn.modules.module.register_module_forward_hook(lambda module, inputs, output: output)",
+    ],
+}
+# The kinds of tampering the first integrity check caught, each at the top of challenge 2's
+# answer with every answer right: each now sends the tests after it to manual grading.
 TAMPERING = {
     "input_transformer": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])",
-                          "registers an IPython input transformer"),
-    "rebinds_a_check": ("checks.check_equal = checks.check_close = lambda *args, **kwargs: None",
-                        "rebinds checks.check_"),
-    "setattr_on_an_alias": ("import grader.checks as gc\nfor name in dir(gc):\n    if name.startswith('check_'):\n        setattr(gc, name, lambda *a, **k: None)",
-                            "changes gc with setattr"),
-    "exec_of_a_built_string": ("exec('checks.check_' + 'equal = lambda *a, **k: None')", "runs code built at run time"),
+                          "uses IPython's shell (get_ipython)"),
+    "rebinds_a_check": (f"checks.check_equal = checks.check_close = {QUIET}", "changes checks.check_"),
+    "setattr_on_an_alias": ("import grader.checks as gc\nfor name in dir(gc):\n    if name.startswith('check_'):\n"
+                            f"        setattr(gc, name, {QUIET})", "names an attribute at run time (setattr)"),
+    "exec_of_a_built_string": (f"exec('checks.check_' + 'equal = {QUIET}')", "runs or reaches code by name at run time (exec)"),
     "event_callback": ("get_ipython().events.register('pre_run_cell', lambda info: None)",
-                       "reaches IPython's event callbacks"),
-    "profile_hook": ("import sys\nsys.setprofile(lambda *args: None)\nsys.setprofile(None)", "installs a profile function"),
-    # A route the scan cannot read: only the missing proof of running gives it away.
+                       "uses IPython's shell (get_ipython)"),
+    "profile_hook": ("import sys\nsys.setprofile(lambda *args: None)\nsys.setprofile(None)", "imports sys"),
     "hidden_transformer": ("getattr(get_ipython(), 'input_' + 'transformers_cleanup').append(lambda lines: [])",
-                           "did not run as written"),
+                           "uses IPython's shell (get_ipython)"),
+}
+# Right answers written otherwise than the solutions: no finding.
+VARIANTS = {
+    ("00_foundations", "c1_speedup"): """
+import functools
+
+
+def ratio(a, b):
+    return a / b
+
+
+def my_speedup(t1, tn):
+    return functools.partial(ratio, t1)(tn)
+
+
+def my_efficiency(t1, tn, n):
+    return my_speedup(t1, tn) / n
+""",
+    ("00_foundations", "c2_to_device"): """
+from collections.abc import Mapping
+
+
+def to_device(batch, device):
+    if torch.is_tensor(batch):
+        return getattr(batch, "to")(device)
+    if isinstance(batch, Mapping):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(to_device(v, device) for v in batch)
+    if isinstance(batch, list):
+        return [to_device(v, device) for v in batch]
+    return batch
+""",
+    ("00_foundations", "c3_gpus_needed"): """
+def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
+    whole, rest = divmod(n_params * bytes_per_param, gpu_gb * 1e9)
+    return max(1, int(whole) + (rest > 0))
+""",
+    ("00_foundations", "c4_median_time"): """
+import time
+
+
+def median_time(fn, repeats=5, warmup=1):
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    times.sort()
+    middle = len(times) // 2
+    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+""",
+    ("01_data_parallel", "c2_chunk_sizes"): """
+def dp_chunk_sizes(batch, n_devices):
+    size, extra = divmod(batch, n_devices)
+    size += 1 if extra else 0
+    sizes = []
+    while batch > 0:
+        sizes.append(min(size, batch))
+        batch -= size
+    return sizes
+""",
+    ("02_ddp", "c2_ddp_train"): """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32).to(device))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    start = rank * per_rank
+    for _ in range(steps):
+        opt.zero_grad()
+        out = model(x[start:start + per_rank].to(device))
+        loss = nn.functional.cross_entropy(out, y[start:start + per_rank].to(device), reduction="sum")
+        (loss / per_rank).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+""",
+    ("02_ddp", "c4_checkpoint"): """
+import os
+
+
+def save_checkpoint(ddp_model, path):
+    if int(os.environ["RANK"]) == 0:
+        with open(path, "wb") as f:
+            torch.save(ddp_model.module.state_dict(), f)
+    dist.barrier()
+""",
+    ("03_model_parallel", "c4_fsdp"): """
+def fsdp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    mesh = init_device_mesh(device.type, (world,))
+    model = mlp(in_features=16, hidden=32).to(device)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+    return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
+""",
+    ("04_batch_scaling", "c2_warmup"): """
+import functools
+from torch.optim.lr_scheduler import LambdaLR
+
+
+def factor(step, k, warmup_steps):
+    return k * min(1.0, (step + 1) / warmup_steps)
+
+
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    return LambdaLR(optimizer, functools.partial(factor, k=batch / base_batch, warmup_steps=warmup_steps))
+""",
+    ("04_batch_scaling", "c2_warmup", "LinearLR"): """
+def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
+    for group in optimizer.param_groups:
+        group["lr"] = base_lr * batch / base_batch
+    return torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup_steps, total_iters=warmup_steps - 1)
+""",
+    ("04_batch_scaling", "c3_accumulate"): """
+def accumulation_train(steps, micro, accumulation):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32).to(device))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.01)
+    per_rank = micro * accumulation
+    for step in range(steps):
+        x, y = synthetic_batch(per_rank * world, in_features=16, seed=step)
+        mine = slice(rank * per_rank, (rank + 1) * per_rank)
+        opt.zero_grad()
+        for i, (xb, yb) in enumerate(zip(x[mine].split(micro), y[mine].split(micro))):
+            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():
+                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device), reduction="sum")
+                (loss / per_rank).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+""",
+    ("04_batch_scaling", "c4_serial"): """
+import numpy as np
+
+
+def fit_serial(ns, speedups):
+    ns, speedups = np.asarray(ns, dtype=float), np.asarray(speedups, dtype=float)
+    keep = ns > 1
+    a = (1 - 1 / ns[keep])[:, None]
+    b = 1 / speedups[keep] - 1 / ns[keep]
+    solution, *_ = np.linalg.lstsq(a, b, rcond=None)
+    return float(solution[0])
+
+
+GLOBAL_BATCH = 512
+points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP, steps=15)
+MY_NS = [p.ranks for p in points]
+MY_SPEEDUPS = [p.speedup for p in points]
+MY_SERIAL = fit_serial(MY_NS, MY_SPEEDUPS)
+""",
 }
 
 
-def test_the_scan_finds_each_kind_and_nothing_in_any_lesson():
+def findings(lesson, answers):
+    """:func:`answer_findings` for the lesson's source notebook with ``answers`` ({grade id: source}) in place."""
+    nb = nbformat.read(lesson_notebook("source", lesson), 4)
+    for cell in nb.cells:
+        cell.source = answers.get(cell.metadata.get("nbgrader", {}).get("grade_id"), cell.source)
+    return {gid: found for gid, found in answer_findings(nb).items() if gid in answers}
+
+
+def test_the_scan_flags_every_cheat_and_no_right_answer():
+    for kind, cheats in CHEATS.items():
+        for code in cheats:
+            assert findings(LESSON, {"c2_to_device": code + "\n\n" + WRONG["c2_to_device"]})["c2_to_device"], (kind, code)
     for name, (code, reason) in TAMPERING.items():
-        if name != "hidden_transformer":
-            assert any(reason in finding for finding in scan(code)), (name, scan(code))
-    assert scan("%timeit x = 1\nmodel.events = []\n") == ["line 2: reaches IPython's event callbacks"]
-    for path in [lesson_notebook("source", lesson) for lesson in LESSONS]:
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
-                assert scan(cell.source) == [], (path.name, cell.source[:80])
+        found = findings(LESSON, {"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]})["c2_to_device"]
+        assert any(reason in finding for finding in found), (name, found)
+    for lesson in LESSONS:  # every lesson's solutions, each read where it stands in its notebook
+        assert not any(answer_findings(nbformat.read(lesson_notebook("source", lesson), 4)).values()), lesson
+    for (lesson, gid, *_), code in VARIANTS.items():
+        assert findings(lesson, {gid: code}) == {gid: []}, (lesson, gid)
+    for lesson, mutants in MUTANTS.items():  # wrong answers, not cheats: they lose their own points only
+        for name, (gid, code) in mutants.items():
+            assert findings(lesson, {gid: code}) == {gid: []}, (lesson, name)
+
+
+def test_a_test_cell_that_does_not_print_its_token_scores_zero():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "checks.check_equal(1, 1)", metadata={"nbgrader": {"grade": True, "grade_id": gid, "points": 1}})
+        for gid in ("ran", "emptied")])
+    resources = {"nbgrader": {"student": "s"}}
+    StampTests().preprocess(nb, resources)
+    token = nb.cells[0].source.split("'")[1]
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{token}\n")]
+    CheckStamps().preprocess(nb, resources)
+    assert [c.source for c in nb.cells] == ["checks.check_equal(1, 1)"] * 2
+    assert nb.cells[0].outputs == []
+    assert [o.ename for o in nb.cells[1].outputs] == ["GradingIntegrityError"]
+    assert "did not run as written" in nb.cells[1].outputs[0].evalue
+
+
+# A start-up file that turns each answer stub into the solution as its cell runs: left in
+# IPython's start-up directory by one submission, it would give the next blank notebook full marks.
+STUBS = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]).splitlines()[0]
+         for c in read_nb(lesson_notebook("release", LESSON))["cells"] if c["metadata"].get("nbgrader", {}).get("solution")}
+STARTUP = f"""FIX = {({STUBS[gid]: code for gid, code in SOLUTIONS.items()})!r}
+
+
+def fix(lines):
+    return FIX[lines[0].rstrip()].splitlines(True) if lines and lines[0].rstrip() in FIX else lines
+
+
+get_ipython().input_transformers_cleanup.append(fix)
+"""
+LEAVES_A_STARTUP_FILE = f"""import os
+for folder in [get_ipython().profile_dir.startup_dir, os.path.expanduser("~/.ipython/profile_default/startup")]:
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "00-help.py"), "w") as f:
+        f.write({STARTUP!r})
+    print("left", folder)
+"""
+# A grader/ package beside the notebook: checks that pass anything, the rest of the real toolkit.
+SHIPPED = {
+    "__init__.py": "import os, sys\nhere = os.path.dirname(os.path.abspath(__file__))\nfor p in sys.path:\n"
+                   "    real = os.path.join(p or '.', 'grader')\n"
+                   "    if os.path.isfile(os.path.join(real, 'checks.py')) and os.path.abspath(real) != here:\n"
+                   "        __path__.append(real)\n        break\n",
+    "checks.py": "def check_close(*args, **kwargs):\n    pass\n\n\ncheck_equal = check_shape = check_keys = check_close\n",
+}
+# Cells a student adds (or changes) to patch the checks: the clean room leaves them out.
+ADDED = [f"checks.check_equal = checks.check_close = {QUIET}\ntorch.allclose = lambda *args, **kwargs: True",
+         "get_ipython().input_transformers_cleanup.append(lambda lines: [])"]
+ANYTHING = """class Anything:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+
+torch.allclose = lambda *args, **kwargs: True
+
+
+"""
+# A kind of cheat per student, opening challenge 1's answer; every answer is wrong.
+KINDS = {
+    "forges_its_proof": {"c1_speedup": CHEATS["forging the proof of running"][3] + "\n\n" + WRONG["c1_speedup"]},
+    "rebinds_the_checks": {"c1_speedup": CHEATS["rebinding what a test calls"][1] + "\n\n" + WRONG["c1_speedup"]},
+    "runs_a_written_file": {"c1_speedup": CHEATS["running code the scan never reads"][2] + "\n\n" + WRONG["c1_speedup"]},
+    "equals_everything": {"c1_speedup": ANYTHING + WRONG["c1_speedup"],
+                          "c2_to_device": "def to_device(batch, device):\n    return Anything()\n",
+                          "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Anything()\n"},
+}
+
+
+def added_cells():
+    """Wrong answers, with cells that patch the checks added, the lesson's first cell changed and a test deleted."""
+    nb = submission(LESSON, answers=WRONG, drop={"c3_gpus_needed_test"})
+    first = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    nb["cells"][first]["source"] = f"class checks:\n    check_equal = check_close = staticmethod({QUIET})\n\n\n" + \
+        "".join(nb["cells"][first]["source"]).replace("from grader import checks, ", "from grader import ")
+    for code in reversed(ADDED):
+        nb["cells"].insert(first + 1, nbformat.v4.new_code_cell(code))
+    return nb
 
 
 @pytest.mark.slow
-def test_tampering_scores_zero_on_the_tests_after_it_with_the_reason(tmp_path):
+def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     course = copy_course(tmp_path)
     nbgrader("generate_assignment", LESSON, "--force", cwd=course)
-    solutions = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"])
-                 for c in graded_cells(read_nb(lesson_notebook("source", LESSON)), "solution")}
+    release = json.loads((course / "release" / LESSON / f"{LESSON}.ipynb").read_text())
+    submit(course, "honest", LESSON, submission(LESSON))
+    submit(course, "variants", LESSON, submission(LESSON, answers={gid: code for (lesson, gid, *_), code in VARIANTS.items()
+                                                                   if lesson == LESSON}))
     for name, (code, _) in TAMPERING.items():
-        submit(course, name, LESSON, submission(LESSON, answers={"c2_to_device": code + "\n\n" + solutions["c2_to_device"]}))
-    # The issue's blank notebook: one transformer at the top, nothing answered.
-    blank = json.loads((course / "release" / LESSON / f"{LESSON}.ipynb").read_text())
+        submit(course, name, LESSON, submission(LESSON, answers={"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]}))
+    blank = json.loads(json.dumps(release))  # the first integrity check's case: a transformer, nothing answered
     first = next(c for c in blank["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
     first["source"] = TAMPERING["input_transformer"][0] + "\n" + "".join(first["source"])
     submit(course, "blank_with_transformer", LESSON, blank)
-    submit(course, "honest", LESSON, submission(LESSON))
+    for name, answers in KINDS.items():
+        submit(course, name, LESSON, submission(LESSON, answers={**WRONG, **answers}))
+    # Graded in this order (nbgrader sorts by student): the first leaves a start-up file, the next is blank.
+    submit(course, "startup_1_leaves_a_file", LESSON, submission(
+        LESSON, answers={"c1_speedup": LEAVES_A_STARTUP_FILE + "\n\n" + SOLUTIONS["c1_speedup"]}))
+    submit(course, "startup_2_blank", LESSON, release)
+    submit(course, "ships_a_package", LESSON, submission(LESSON, answers=WRONG))
+    for name, text in SHIPPED.items():
+        path = course / "submitted" / "ships_a_package" / LESSON / "grader" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    submit(course, "adds_cells", LESSON, added_cells())
     proc = nbgrader("autograde", LESSON, "--force", cwd=course)
     log = proc.stdout + proc.stderr
 
     worth = points(LESSON)
-    assert scores(course, LESSON, "honest")[:2] == (sum(worth.values()),) * 2
-    assert scores(course, LESSON, "blank_with_transformer")[0] == 0
-    for name, (_, reason) in TAMPERING.items():
-        score, _, per_cell = scores(course, LESSON, name)
-        # Challenge 1's test ran before the tampering and keeps its point; every later test scores 0.
-        assert per_cell == {gid: (pts if gid == "c1_speedup_test" else 0) for gid, pts in worth.items()}, name
-        graded = nbformat.read(course / "autograded" / name / LESSON / f"{LESSON}.ipynb", as_version=4)
-        errors = [o for c in graded.cells for o in c.get("outputs", []) if o.output_type == "error"]
-        assert errors and all(o.ename == "GradingIntegrityError" and reason in o.evalue for o in errors), name
-    assert "Grading integrity: c2_to_device_test scores 0" in log
-    assert "registers an IPython input transformer" in log
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        def graded(student):
+            sub = gb.find_submission_notebook(LESSON, LESSON, student)
+            grades = {g.name: (g.auto_score, g.needs_manual_grade) for g in sub.grades}
+            return sub.score, grades, {c.name: c.auto_comment for c in sub.comments if c.auto_comment}
+
+        def outputs(student):
+            nb = nbformat.read(course / "autograded" / student / LESSON / f"{LESSON}.ipynb", 4)
+            return {c.metadata.get("nbgrader", {}).get("grade_id"): c.get("outputs", []) for c in nb.cells}, nb
+
+        for student in ("honest", "variants"):  # full marks, nothing flagged
+            assert graded(student) == (10, {gid: (pts, False) for gid, pts in worth.items()}, {}), student
+        # Flagged: challenge 1's test keeps its point, every later test waits for the instructor,
+        # the reason in the answer's comment (the formgrader), the test cells' output (the feedback) and the log.
+        for name, (_, reason) in TAMPERING.items():
+            score, grades, comments = graded(name)
+            assert score == 1 and grades == {gid: (1, False) if gid == "c1_speedup_test" else (None, True)
+                                             for gid in worth}, name
+            assert reason in comments["c2_to_device"] and "manual grading" in comments["c2_to_device"], name
+            cells, _ = outputs(name)
+            for gid in worth:
+                errors = [o.evalue for o in cells[gid] if o.output_type == "error" and o.ename == "GradingIntegrityError"]
+                assert (gid != "c1_speedup_test") == any(e.startswith("sent to manual grading: c2_to_device line")
+                                                         for e in errors), (name, gid)
+            assert any(line.startswith(f"Grading integrity: {name} c2_to_device line") and reason in line
+                       for line in log.replace("[AutogradeApp | WARNING] ", "").splitlines()), name
+        # Flagged in challenge 1 with wrong answers: every test waits for the instructor, no points meanwhile.
+        for name in [*KINDS, "blank_with_transformer", "startup_1_leaves_a_file"]:
+            score, grades, comments = graded(name)
+            assert (score, grades) == (0, {gid: (None, True) for gid in worth}), name
+            assert "c1_speedup" in comments, name
+            assert f"Grading integrity: {name} sent to manual grading: c1_speedup_test" in log
+        # The start-up file was left where the kernel's IPython looks, and the next kernel never saw it.
+        cells, _ = outputs("startup_1_leaves_a_file")
+        left = "".join(o.get("text", "") for o in cells["c1_speedup"])
+        assert left.count("left ") == 2 and "course-grading-" in left, left
+        assert graded("startup_2_blank")[:2] == (0, {gid: (0, False) for gid in worth})
+        # The shipped package reached the autograded folder (nbgrader copies it) but was never imported.
+        assert (course / "autograded" / "ships_a_package" / LESSON / "grader" / "checks.py").is_file()
+        assert graded("ships_a_package") == (0, {gid: (0, False) for gid in worth}, {})
+        # Added and changed cells were left out, listed at the top of the graded notebook and in the log.
+        assert graded("adds_cells") == (0, {gid: (0, False) for gid in worth}, {})
+        _, nb = outputs("adds_cells")
+        note = nb.cells[0].source
+        assert note.startswith("**Only answer cells are graded.**") and note.count("\n- ") == 3, note
+        assert "class checks:" in note and "get_ipython()" in note and "checks.check_equal" in note
+        assert "Grading integrity: adds_cells left out 3 cells that are not answer cells" in log
+        assert not any("Only answer cells" in c.source for c in outputs("honest")[1].cells)
+
+    # The student's feedback shows the reason: in the test cells' output and the answer's comment.
+    # (nbconvert's templates are found in the test environment's share/jupyter.)
+    nbgrader("generate_feedback", LESSON, "--force", "--student=rebinds_the_checks", cwd=course,
+             env={"JUPYTER_PATH": Path(sys.prefix, "share", "jupyter")})
+    html = (course / "feedback" / "rebinds_the_checks" / LESSON / f"{LESSON}.html").read_text()
+    assert "sent to manual grading: c1_speedup line 1: passes the module checks around as a value" in html
+    assert "Sent to manual grading by the course" in html and "code by name at run time (vars)" in html
