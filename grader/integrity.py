@@ -55,7 +55,8 @@ ALLOWED = {"__future__", "torch", "numpy", "grader", "math", "statistics", "time
 OS = {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity", "path", "sep"}  # of os, only these
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
-        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "integrity", "autograde"}
+        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "integrity", "autograde",
+        "fairness"}
 SHELL = {"get_ipython", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "__", "___", "exit", "quit"}
 DYNAMIC = {"exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"}
 SPECIAL = {"__init__", "__name__", "__main__"}  # special names an answer may use
@@ -143,12 +144,12 @@ def _step(module, attr):
     if attr.startswith("_"):
         return f"reaches {name}, private to {module}", None
     reached = name if _is_module(name) else None
+    if attr in DENY or attr.startswith("register_module_"):
+        return f"reaches {name}, which changes the library, runs hidden code or decides grades", reached
     if module.split(".")[0] == "grader":
         return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
     if module == "os":
         return (None if attr in OS else f"uses {name}"), ("os.path" if attr == "path" else None)
-    if attr in DENY or attr.startswith("register_module_"):
-        return f"reaches {name}, which changes the library or runs hidden code", reached
     if reached is None and attr in sys.stdlib_module_names:
         return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
     return None, reached
@@ -561,32 +562,44 @@ class IsolatedExecute(Execute):
 
 
 class ManualGradeFlagged(NbGraderPreprocessor):
-    """After ``SaveAutoGrades``: the tests after a flagged answer are left to the instructor, saying why.
+    """After ``SaveAutoGrades``: left to the instructor, saying why, are the tests after a flagged
+    answer, and measured tests this machine could not decide (they raised
+    :class:`grader.fairness.Inconclusive`: the reference missed its bar too).
 
     Each such grade gets no automatic score and ``needs_manual_grade`` (the formgrader asks
-    for a score), its cell an output that gives the reason (the feedback shows it), and the
+    for a score), its cell an output that gives the reason (the feedback shows it), and a
     flagged answer cell an automatic comment listing the findings.
     """
 
     def preprocess(self, nb, resources):
         flags = resources.get(KEY) or {"answers": {}, "tests": {}}
-        if not flags["answers"]:
+        # Only the toolkit raises it: an answer that names it (its own class, say) is not believed.
+        named = any(is_solution(cell) and "Inconclusive" in cell.source for cell in nb.cells)
+        undecided = {_grade_id(cell): output.evalue for cell in nb.cells if _is_test(cell) and not named
+                     for output in cell.outputs if output.output_type == "error" and output.ename == "Inconclusive"}
+        if not flags["answers"] and not undecided:
             return nb, resources
         info = resources["nbgrader"]
         where = (info["notebook"], info["assignment"], info["student"])
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
-                reason = flags["tests"].get(_grade_id(cell))
-                if reason and _is_test(cell):
+                gid = _grade_id(cell)
+                reason = flags["tests"].get(gid)
+                if not _is_test(cell) or not (reason or gid in undecided):
+                    continue
+                if reason:
                     cell.outputs.append(_error(f"sent to manual grading: {reason}, so this test's result "
                                                "cannot be trusted; the instructor grades it"))
-                    grade = gb.find_grade(_grade_id(cell), *where)
-                    grade.auto_score, grade.needs_manual_grade = None, True
+                else:
+                    self.log.warning("Grading: %s %s sent to manual grading: %s", info["student"], gid, undecided[gid])
+                grade = gb.find_grade(gid, *where)
+                grade.auto_score, grade.needs_manual_grade = None, True
             for gid, findings in flags["answers"].items():
                 gb.find_comment(gid, *where).auto_comment = (
                     "Sent to manual grading by the course's scan of answer cells: " + "; ".join(findings)
                     + ". The tests after this cell need an instructor's score.")
             gb.db.commit()
-        self.log.warning("Grading integrity: %s sent to manual grading: %s", info["student"],
-                         ", ".join(flags["tests"]) or "no test cell")
+        if flags["answers"]:
+            self.log.warning("Grading integrity: %s sent to manual grading: %s", info["student"],
+                             ", ".join(flags["tests"]) or "no test cell")
         return nb, resources

@@ -4,16 +4,25 @@ Training holds four kinds of bytes on each device: parameters, gradients, optimi
 (Adam keeps two moments per parameter) and activations (what the forward pass saves for
 the backward pass). :func:`state_bytes` and :func:`saved_activations` measure them;
 :func:`per_rank` predicts the first three for a device of a sharded, pipelined job.
+:func:`watch` and :func:`sharding_profile` measure what sharding does during a step: the
+most parameter bytes a rank holds (its shards plus whatever FSDP has gathered) and the
+collectives it calls.
 """
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.distributed.tensor import DTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-# Bytes per parameter of each model state, for Adam: fp32 keeps everything in 4-byte floats;
-# mixed precision keeps 2-byte parameters and gradients plus an fp32 master copy and moments.
+# Bytes per parameter of each model state, for Adam: fp32 keeps everything in 4-byte floats.
+# "mixed" is the accounting of the ZeRO and Megatron papers: 2-byte parameters and gradients,
+# plus an fp32 master copy and the two fp32 moments (2 + 2 + 12, K = 12 in ZeRO's 2 + 2 + K).
+# torch.autocast keeps fp32 parameters and gradients instead (4 + 4 + 8, with 2-byte copies of
+# the weights made op by op), and FSDP2's MixedPrecisionPolicy keeps fp32 shards: the same 16
+# bytes, split differently.
 ADAM = {"fp32": {"parameters": 4, "gradients": 4, "optimizer": 8},
         "mixed": {"parameters": 2, "gradients": 2, "optimizer": 12}}
 
@@ -150,6 +159,11 @@ def block_activations(batch, seq, hidden, heads, *, tensor=1, precision="fp32"):
     byte per entry. Exact for fp32 on the course's block (a test measures it); ``"mixed"``
     counts 2 bytes per value.
 
+    The 16 b·s·h + a·b·s² values are Korthikanti et al. (2022)'s s·b·h·(34 + 5·a·s/h) bytes
+    per layer (16-bit values, 1-byte dropout masks) with the dropouts taken out, as this
+    block has none: less the masks (2 s·b·h + a·s²·b bytes) and the attention dropout's output
+    (2 a·s²·b bytes), 32 s·b·h + 2 a·s²·b bytes remain, that is 16 s·b·h + a·s²·b values.
+
     >>> block_activations(4, 64, 64, 4)    # 16 values of b*s*h + the attention matrix, in fp32
     1318912
     """
@@ -213,6 +227,224 @@ def training_step_bytes(model, optimizer, x):
     result = {**state_bytes(model, optimizer), "activations": saved.peak}
     result["total"] = sum(result.values())
     return result
+
+
+# --- Sharding, measured during a step: the parameters a rank holds, the collectives it calls ---
+
+# torch's c10d ops by the collective they run (each op's name, with leading and trailing "_" removed,
+# starts with one of these: "allgather_into_tensor_coalesced", "_reduce_scatter_base_", ...).
+_COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reduce_scatter": "reduce_scatter",
+                "broadcast": "broadcast"}
+
+
+@dataclass
+class Collective:
+    """One collective (or other c10d call) a process made: its kind and the bytes of the whole
+    tensor it works on (an all-gather's output, a reduce-scatter's input, an all-reduce's or a
+    broadcast's tensor), each rank's share included."""
+
+    name: str  # "all_reduce", "all_gather", "reduce_scatter", "broadcast"; other calls keep their op's name
+    nbytes: int
+
+
+def _collective(func, args):
+    op = str(func).split(".")[1].strip("_")
+    name = next((kind for prefix, kind in _COLLECTIVES.items() if op.startswith(prefix)), op)
+    sizes = [sum(_nbytes(t) for t in tree_leaves(a) if isinstance(t, torch.Tensor)) for a in args[:2]]
+    return Collective(name, max(sizes, default=0))
+
+
+def _nbytes(t):
+    t = _local(t)
+    return t.numel() * t.element_size()
+
+
+def traffic(collectives):
+    """Bytes a step moves, in ZeRO's accounting: an all-reduce moves its tensor twice (it is a
+    reduce-scatter followed by an all-gather), every other collective once.
+
+    With Ψ the bytes of the model's gradients: DDP moves 2Ψ (one all-reduce); the ZeRO paper's
+    stages 1 and 2 also 2Ψ (a reduce-scatter, then an all-gather of the updated parameters);
+    ``ZeroRedundancyOptimizer`` 3Ψ (DDP's all-reduce, then a broadcast of each rank's updated
+    parameters); ZeRO-3 3Ψ (an all-gather in forward and another in backward, a reduce-scatter).
+
+    >>> traffic([Collective("all_reduce", 100), Collective("broadcast", 60), Collective("broadcast", 40)])
+    300
+    """
+    return sum(c.nbytes * (2 if c.name == "all_reduce" else 1) for c in collectives)
+
+
+def _fsdp_param_groups(model):
+    """FSDP2's parameter groups in ``model``: one per ``fully_shard`` call that got parameters."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            state = module._get_fsdp_state()
+            groups = getattr(state, "_fsdp_param_groups", None)  # a list in newer torch, one group before
+            yield from (groups if groups is not None else [g for g in [state._fsdp_param_group] if g is not None])
+
+
+def gathered_bytes(model, groups=None):
+    """Bytes of unsharded (all-gathered) parameters FSDP2 holds for ``model`` now; 0 for a plain model.
+
+    Counted from FSDP2's own records of each parameter group (one per ``fully_shard`` call):
+    its unsharded parameters, or the buffer of its all-gather while that is still in flight
+    (FSDP gathers the next block while the current one computes its backward, so that block's
+    bytes are held before the module shows them), each group once. Between steps, and
+    whenever every group is resharded, it is 0. FSDP2 keeps these records out of its public
+    API: this reads them as torch 2.13 names them (``tests/test_model_parallel.py`` checks the
+    bytes, so a release that renames them fails there). ``groups`` (the model's parameter
+    groups, found once) saves looking for them at each call.
+
+    >>> gathered_bytes(torch.nn.Linear(4, 4))
+    0
+    """
+    def held(tensors):
+        return sum({s.data_ptr(): s.nbytes() for s in (t.untyped_storage() for t in tensors)}.values())
+
+    total = 0
+    for group in _fsdp_param_groups(model) if groups is None else groups:
+        unsharded = held(t for param in group.fsdp_params for t in param.all_gather_outputs)  # 0 once freed
+        in_flight = getattr(group, "_all_gather_result", None)
+        # While the all-gather's buffer is copied into the parameters both exist: count the group once.
+        total += max(unsharded, held([in_flight.all_gather_output]) if in_flight is not None else 0)
+    return total
+
+
+@dataclass
+class Watched:
+    """What :func:`watch` saw on this process: parameter bytes and every collective call."""
+
+    shards: int  # parameter bytes held between steps: this rank's shards (the whole model if not sharded)
+    peak: int = 0  # the most parameter bytes held at once: the shards plus everything gathered
+    collectives: list = field(default_factory=list)  # a Collective per call, in order
+
+    def count(self, name):
+        """How many collectives of kind ``name`` (``"all_gather"``, ...) were called."""
+        return sum(c.name == name for c in self.collectives)
+
+
+class _Watch(TorchDispatchMode):
+    """Sees every operation: records c10d calls and samples the parameter bytes after each op."""
+
+    def __init__(self, model, watched):
+        super().__init__()
+        self.model, self.watched, self.groups = model, watched, list(_fsdp_param_groups(model))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.namespace == "c10d":
+            self.watched.collectives.append(_collective(func, args))
+        if self.groups:
+            self.watched.peak = max(self.watched.peak, self.watched.shards + gathered_bytes(self.model, self.groups))
+        return out
+
+
+@contextlib.contextmanager
+def watch(model):
+    """Record, while the block runs, the most parameter bytes this process holds for ``model``
+    and every collective it calls, as a :class:`Watched`.
+
+    The parameter bytes are sampled after every operation (backward's included): the shards
+    (``model``'s parameters as they are when the block starts, each storage once) plus what
+    :func:`gathered_bytes` finds. A plain model's peak is its parameters. Collectives are seen
+    as torch's c10d operations, whatever calls them (DDP, FSDP2, ``ZeroRedundancyOptimizer``,
+    your own ``dist.all_reduce``). :func:`sharding_profile` runs it on ranks.
+
+    >>> net = torch.nn.Linear(100, 10)
+    >>> with watch(net) as seen:
+    ...     net(torch.ones(2, 100)).sum().backward()
+    >>> seen.shards, seen.peak, seen.collectives
+    (4040, 4040, [])
+    """
+    watched = Watched(shards=tensor_bytes(model.parameters()))
+    watched.peak = watched.shards + gathered_bytes(model)
+    with _Watch(model, watched):
+        yield watched
+
+
+@dataclass
+class ShardingProfile:
+    """One rank's training step under a sharding, measured by :func:`sharding_profile`."""
+
+    full: int  # bytes of the whole model's parameters, unsharded
+    shards: int  # parameter bytes this rank holds between steps
+    peak: int  # the most parameter bytes it held during the step
+    all_gathers: int  # per step
+    reduce_scatters: int  # per step
+    traffic: int  # bytes the step's collectives moved, by :func:`traffic`
+    fsdp_modules: list  # qualified names of the modules ``fully_shard`` made FSDP modules ("" is the root)
+    difference: float = 0.0  # largest difference of the trained parameters from one process
+
+
+def _data_slice(x, rank, world):
+    per_rank = len(x) // world
+    return x[rank * per_rank:(rank + 1) * per_rank]
+
+
+def _train(model, x, steps, lr, watched=True):
+    """``steps`` SGD steps on ``x`` (loss: the mean square of the output), the last one watched."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        with watch(model) if watched and step == steps - 1 else contextlib.nullcontext() as seen:
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    return seen
+
+
+def _sharded_rank(make_model, shard, x, steps, lr):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule
+
+    from .launch import init_distributed
+
+    rank, world, device = init_distributed()
+    model = make_model().to(device)
+    full = tensor_bytes(model.parameters())
+    model = shard(model, init_device_mesh(device.type, (world,))) or model
+    seen = _train(model, _data_slice(x, rank, world).to(device), steps, lr)
+    params = [p.full_tensor() if isinstance(p, DTensor) else p for p in model.parameters()]
+    return (ShardingProfile(full, seen.shards, seen.peak, seen.count("all_gather"), seen.count("reduce_scatter"),
+                            traffic(seen.collectives),
+                            [name for name, m in model.named_modules() if isinstance(m, FSDPModule)]),
+            torch.cat([p.detach().flatten() for p in params]).cpu())
+
+
+def sharding_profile(make_model, shard, x, *, ranks=2, steps=2, lr=0.1):
+    """Train ``make_model()`` on ``ranks`` fresh ranks, sharded by ``shard(model, mesh)``, and
+    measure its last step on each rank: a :class:`ShardingProfile` per rank.
+
+    Each rank takes its equal slice of the batch ``x`` and takes ``steps`` SGD steps (the loss
+    is the mean square of the output); ``shard`` returns the sharded model (or shards it in place and
+    returns None). The parameters trained are compared with one process training the same
+    model on the whole of ``x``: ``difference`` is the largest gap. ``make_model`` must build
+    the same model at every call (seed it, as :mod:`grader.models` does), and it and ``shard``
+    must reach the ranks: module-level functions, closures or ``functools.partial``.
+
+    >>> import functools
+    >>> from torch.distributed.fsdp import fully_shard
+    >>> from grader.models import mlp
+    >>> make = functools.partial(mlp, 8, 8, 8)    # 3 layers of 72 parameters, the same every time
+    >>> root = lambda model, mesh: fully_shard(model, mesh=mesh)
+    >>> p = sharding_profile(make, root, torch.randn(4, 8))[0]
+    >>> p.full, p.shards, p.peak, p.all_gathers, p.reduce_scatters, p.fsdp_modules, p.difference < 1e-6
+    (864, 432, 1296, 1, 1, [''], True)
+    """
+    from .launch import launch
+
+    if len(x) % ranks:
+        raise ValueError(f"a batch of {len(x)} does not split evenly over {ranks} ranks")
+    model = make_model()
+    _train(model, x, steps, lr, watched=False)
+    alone = torch.cat([p.detach().flatten() for p in model.parameters()])
+    results = []
+    for profile, params in launch(_sharded_rank, make_model, shard, x, steps, lr, nprocs=ranks,
+                                  timeout=120, show_output=False):
+        profile.difference = (params - alone).abs().max().item()
+        results.append(profile)
+    return results
 
 
 @dataclass

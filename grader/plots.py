@@ -66,6 +66,8 @@ def pipeline_gantt(works, title=""):
     """One row per rank (rank 0 on top), a bar per forward or backward; the gaps are the bubble.
 
     ``works`` is a list of :class:`grader.pipeline.Work`; the title gives the measured bubble.
+    Where a rank holds several stages (interleaved schedules), its later stages are drawn
+    hatched and each bar names its stage.
 
     >>> from grader.pipeline import Work
     >>> fig = pipeline_gantt([Work(0, "F", 0, 0.0, 0.01), Work(1, "F", 0, 0.01, 0.02),
@@ -76,18 +78,23 @@ def pipeline_gantt(works, title=""):
     t0 = min(w.start for w in works)
     span = (max(w.end for w in works) - t0) * 1e3
     ranks = sorted({w.rank for w in works})
+    staged = any(w.stage is not None for w in works)
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.6 * len(ranks)))
     for w in works:
         left, width = (w.start - t0) * 1e3, (w.end - w.start) * 1e3
-        ax.barh(w.rank, width, left=left, height=0.6, color=COLOURS[w.kind], edgecolor="white")
-        if width > span / 40:  # room for a digit or two
-            ax.text(left + width / 2, w.rank, str(w.micro), ha="center", va="center",
-                    color="white", fontsize=8)
+        later = staged and w.stage >= len(ranks)  # the rank's second (third, ...) stage
+        ax.barh(w.rank, width, left=left, height=0.6, color=COLOURS[w.kind], edgecolor="white",
+                hatch="///" if later else None)
+        label = f"{w.micro}" if not staged else f"{w.micro}\ns{w.stage}"
+        if width > span / (40 if not staged else 25):  # room for the label
+            ax.text(left + width / 2, w.rank, label, ha="center", va="center", color="white", fontsize=7)
     ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.legend(handles=[Patch(color=COLOURS["F"], label="forward"), Patch(color=COLOURS["B"], label="backward")],
-              loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
+    handles = [Patch(color=COLOURS["F"], label="forward"), Patch(color=COLOURS["B"], label="backward")]
+    if staged:
+        handles.append(Patch(facecolor="grey", hatch="///", edgecolor="white", label="a later stage"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
     bubble = f"measured bubble {bubble_fraction(works):.0%}"
     ax.set_title(f"{title}\n{bubble}" if title else bubble, fontsize=9)
     fig.tight_layout()

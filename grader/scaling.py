@@ -36,9 +36,9 @@ def _trainer(model, device):
 
 
 def _ddp(model):
-    # Small buckets: each layer's gradients are all-reduced while backward still works on the
-    # layers before it. This 6 MB model fits one default 25 MB bucket, whose all-reduce could
-    # only start once backward had finished.
+    # Small buckets: a bucket's all-reduce starts once its gradients are ready, while backward still
+    # works on the layers before it. DDP's default caps the first bucket at 1 MiB too (the others at
+    # 25 MiB); for this MLP both make the same two buckets: the last two layers', then the first's.
     return DDP(model, bucket_cap_mb=1)
 
 
@@ -137,7 +137,35 @@ def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2):
     """
     ranks = ranks or hardware.parallel_ranks()
     pairs = [(b * ranks, b) for b in per_rank_batches]
-    return [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))[0]]
+    speedups = [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))[0]]
+    _MEASURED.update(("ddp", b, ranks, s) for b, s in zip(per_rank_batches, speedups))
+    return speedups
+
+
+# What this process measured: a value graded as a measurement must be one of these, not an equal
+# number typed in (a learner's cell cannot reach this private set: the grading scan refuses it).
+_MEASURED = set()
+
+
+def measured_speedups(per_rank_batch, ranks):
+    """The speedups :func:`ddp_speedups` (or :func:`ddp_speedup`) measured here for this batch and rank count.
+
+    >>> s = ddp_speedup(64, ranks=2, steps=1, warmup=1)
+    >>> s in measured_speedups(64, 2), 1.9 in measured_speedups(64, 2)
+    (True, False)
+    """
+    return {s for kind, b, n, s in _MEASURED if (kind, b, n) == ("ddp", per_rank_batch, ranks)}
+
+
+def measured_scaling(kind, ranks, speedups):
+    """Whether a ``kind`` ("strong" or "weak") scaling sweep here returned exactly these ``speedups`` on these ``ranks``.
+
+    >>> points = strong_scaling(256, ranks=[1, 2], steps=1, warmup=1)
+    >>> ranks, speedups = [p.ranks for p in points], [p.speedup for p in points]
+    >>> measured_scaling("strong", ranks, speedups), measured_scaling("weak", ranks, speedups)
+    (True, False)
+    """
+    return (kind, tuple(ranks), tuple(speedups), None) in _MEASURED
 
 
 @dataclass
@@ -155,7 +183,7 @@ class ScalingPoint:
                 f"speedup {self.speedup:.2f}x, efficiency {self.efficiency:.0%}")
 
 
-def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1):
+def _scaling(kind, ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1):
     """A table per round: rows for 1 rank and each larger count in ``ranks``. Every count is
     timed in its own fresh processes, in turn with its own one-process baseline
     (:func:`_one_and_ddp_step_times`), its rounds one after the other in the same processes."""
@@ -173,6 +201,7 @@ def _scaling(ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1):
             gain = speedup(n, t1, tn)
             rows.append(ScalingPoint(n, per_rank(n), tn, gain, gain / n))
         tables.append([ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows])
+    _MEASURED.update((kind, tuple(p.ranks for p in table), tuple(p.speedup for p in table), None) for table in tables)
     return tables
 
 
@@ -195,7 +224,8 @@ def strong_scaling_rounds(global_batch, ranks=None, steps=5, warmup=2, rounds=5)
     >>> len(strong_scaling_rounds(256, ranks=[1, 2], steps=1, warmup=1, rounds=2))
     2
     """
-    return _scaling(ranks, global_batch, lambda n: global_batch // n, lambda n, t1, tn: t1 / tn, steps, warmup, rounds)
+    return _scaling("strong", ranks, global_batch, lambda n: global_batch // n, lambda n, t1, tn: t1 / tn, steps, warmup,
+                    rounds)
 
 
 def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
@@ -205,7 +235,8 @@ def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
     >>> [p.per_rank_batch for p in weak_scaling(64, ranks=[1, 2], steps=1, warmup=1)]
     [64, 64]
     """
-    return _scaling(ranks, per_rank_batch, lambda n: per_rank_batch, lambda n, t1, tn: n * t1 / tn, steps, warmup)[0]
+    return _scaling("weak", ranks, per_rank_batch, lambda n: per_rank_batch, lambda n, t1, tn: n * t1 / tn, steps,
+                    warmup)[0]
 
 
 def ddp_backend(ranks):
@@ -253,6 +284,15 @@ def _ddp_rule(ranks):
     return rules[ddp_backend(ranks)]
 
 
+def reference_per_rank_batch(ranks):
+    """The per-rank batch of the lessons' own solution, measured beside a learner's (``thresholds.json``).
+
+    >>> reference_per_rank_batch(2)
+    2048
+    """
+    return _ddp_rule(ranks)["reference_per_rank_batch"]
+
+
 def expected_ddp_speedup(ranks):
     """The DDP speedup a graded challenge asks for on ``ranks`` ranks of a quiet machine.
 
@@ -280,6 +320,11 @@ class SpeedupGrade:
     def passed(self):
         return self.speedup >= self.needed
 
+    @property
+    def busy(self):
+        """The reference missed the bar too: the machine, not the learner's batch, decided (see :mod:`grader.fairness`)."""
+        return self.reference < self.needed
+
     def __str__(self):
         return (f"per-rank batch {self.per_rank_batch}: {self.speedup:.2f}x; reference batch "
                 f"{self.reference_batch}, measured in turn with it: {self.reference:.2f}x; needed "
@@ -301,7 +346,7 @@ def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
     'per-rank batch 64: ...'
     """
     rule = _ddp_rule(ranks)
-    reference_batch = rule["reference_per_rank_batch"]
+    reference_batch = reference_per_rank_batch(ranks)
     batches = list(dict.fromkeys([per_rank_batch, reference_batch]))  # once if they are the same
     best = [max(s) for s in zip(*(ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
     mine, reference = best[0], best[-1]

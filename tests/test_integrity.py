@@ -14,7 +14,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, read_nb
-from grader.integrity import CheckStamps, StampTests, answer_findings
+from grader.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
 from test_nbgrader import MUTANTS, points, submission, submit
 
 LESSON = "00_foundations"
@@ -312,6 +312,51 @@ def test_a_test_cell_that_does_not_print_its_token_scores_zero():
     assert nb.cells[0].outputs == []
     assert [o.ename for o in nb.cells[1].outputs] == ["GradingIntegrityError"]
     assert "did not run as written" in nb.cells[1].outputs[0].evalue
+
+
+def graded_notebook(tmp_path, answer="def f():\n    return 1\n"):
+    """A real gradebook holding one submission of a one-answer, two-test notebook, and that notebook, graded 0."""
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        gb.add_assignment("lesson")
+        gb.add_notebook("lesson", "lesson")
+        gb.add_solution_cell("answer", "lesson", "lesson")
+        for gid in ("measured", "exact"):
+            gb.add_grade_cell(gid, "lesson", "lesson", max_score=2, cell_type="code")
+        gb.add_student("s")
+        gb.add_submission("lesson", "s")
+        for gid in ("measured", "exact"):  # as SaveAutoGrades leaves a failed test
+            grade = gb.find_grade(gid, "lesson", "lesson", "s")
+            grade.auto_score, grade.needs_manual_grade = 0, False
+        gb.db.commit()
+    test = {"grade": True, "solution": False, "points": 2}
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(answer, metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "answer"}}),
+        *[nbformat.v4.new_code_cell("...", metadata={"nbgrader": {**test, "grade_id": gid}}) for gid in ("measured", "exact")]])
+    return db, nb, {"nbgrader": {"db_url": db, "notebook": "lesson", "assignment": "lesson", "student": "s"}}
+
+
+def needs_manual(db):
+    with Gradebook(db) as gb:
+        return {gid: (g.auto_score, g.needs_manual_grade) for gid in ("measured", "exact")
+                for g in [gb.find_grade(gid, "lesson", "lesson", "s")]}
+
+
+def test_a_measurement_the_machine_could_not_decide_goes_to_manual_grading_not_zero(tmp_path):
+    db, nb, resources = graded_notebook(tmp_path)
+    undecided = "re-grade on a quieter machine (measured 3 times): 0.90x; reference 0.97x, needed 1.00x"
+    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="Inconclusive", evalue=undecided, traceback=[])]
+    nb.cells[2].outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="wrong", traceback=[])]
+    ManualGradeFlagged().preprocess(nb, resources)
+    assert needs_manual(db) == {"measured": (None, True), "exact": (0, False)}
+    assert nb.cells[1].outputs[0].evalue == undecided  # the numbers stay in the feedback
+
+
+def test_an_answer_that_names_inconclusive_is_not_believed(tmp_path):
+    db, nb, resources = graded_notebook(tmp_path, "class Inconclusive(Exception):\n    pass\n")
+    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="Inconclusive", evalue="forged", traceback=[])]
+    ManualGradeFlagged().preprocess(nb, resources)
+    assert needs_manual(db) == {"measured": (0, False), "exact": (0, False)}
 
 
 # A start-up file that turns each answer stub into the solution as its cell runs: left in

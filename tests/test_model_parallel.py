@@ -170,3 +170,120 @@ def test_the_cuda_peak_leaves_out_cublas_workspace_and_what_was_there_before(mon
     assert [name for name, _ in events] == ["matmul", "synchronize", "reset_peak_memory_stats", "memory_allocated",
                                             "step", "synchronize", "max_memory_allocated"]
     assert all(device == gpu for name, device in events if name != "step")
+
+
+# --- Interleaved pipelines and where each rank waits ------------------------------------------
+
+def test_idle_gaps_add_up_to_the_bubble_and_put_gpipes_gaps_where_they_belong():
+    works = [pipeline.Work(0, "F", 0, 0.0, 1.0), pipeline.Work(1, "F", 0, 1.5, 2.0),
+             pipeline.Work(1, "B", 0, 2.0, 3.0), pipeline.Work(0, "B", 0, 3.5, 4.0)]
+    gaps = pipeline.idle_gaps(works)
+    assert gaps == {0: {"start": 0.0, "middle": 2.5, "end": 0.0}, 1: {"start": 1.5, "middle": 0.0, "end": 1.0}}
+    idle = sum(sum(g.values()) for g in gaps.values())
+    assert abs(idle / (2 * 4.0) - pipeline.bubble_fraction(works)) < 1e-12
+    # Measured: the first stage starts first and ends last; the last stage waits at both ends.
+    for schedule in ("gpipe", "1f1b"):
+        gaps = pipeline.idle_gaps(pipeline.run_schedule(4, schedule, width=64, layers=4, batch=32))
+        assert gaps[0]["start"] == 0 and gaps[0]["end"] == 0 and gaps[0]["middle"] > 0
+        assert gaps[1]["start"] > 0 and gaps[1]["end"] > 0
+
+
+def test_the_interleaved_schedule_runs_every_stage_in_order_on_looped_ranks():
+    works = pipeline.run_interleaved(4, stages_per_rank=2, width=64, layers=8, batch=32)
+    assert {(w.rank, w.stage) for w in works} == {(0, 0), (0, 2), (1, 1), (1, 3)}  # rank r: stages r, r + 2
+    done = {(w.stage, w.kind, w.micro): w for w in works}
+    assert len(done) == len(works) == 4 * 2 * 4  # every stage runs each micro-batch's forward and backward once
+    for m in range(4):
+        for s in range(3):  # forward goes up the stages, backward comes back down
+            assert done[(s + 1, "F", m)].start >= done[(s, "F", m)].end
+            assert done[(s, "B", m)].start >= done[(s + 1, "B", m)].end
+    assert 0 < pipeline.bubble_fraction(works) < 1
+    assert pipeline.bubble_formula(2, 4, stages_per_rank=2) == 1 / 9 < pipeline.bubble_formula(2, 4) == 0.2
+
+
+def _interleaved_gradients(per_rank, micro_batches):
+    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
+
+    rank, world, device = init_distributed()
+    parts = pipeline.split(pipeline.layer_stack(16, 8), world * per_rank)
+    mine = [rank + k * world for k in range(per_rank)]
+    stages = [PipelineStage(parts[i], i, world * per_rank, device) for i in mine]
+    run = ScheduleInterleaved1F1B(stages, micro_batches, loss_fn=torch.nn.functional.mse_loss)
+    g = torch.Generator().manual_seed(0)
+    x, target = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    run.step(x) if rank == 0 else run.step(target=target)
+    return {f"{i}.{name}": p.grad for i, part in zip(mine, stages) for name, p in part.submod.named_parameters()}
+
+
+def test_interleaved_gradients_equal_the_unsplit_models():
+    whole = pipeline.layer_stack(16, 8)
+    g = torch.Generator().manual_seed(0)
+    x, target = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    torch.nn.functional.mse_loss(whole(x), target).backward()
+    want = {f"{i}.{name}": p.grad for i, part in enumerate(pipeline.split(whole, 4)) for name, p in part.named_parameters()}
+    got = {}
+    for grads in launch(_interleaved_gradients, 2, 4, nprocs=2, backend="gloo", show_output=False):
+        got.update(grads)
+    assert got.keys() == want.keys()
+    assert max((got[k] - want[k]).abs().max().item() for k in want) < 1e-6
+
+
+# --- Sharding measured during the step: ZeRO-3 block by block, ZeRO-2, root only ---------------
+
+def _root_only(model, mesh):
+    fully_shard(model, mesh=mesh)
+
+
+def _block_by_block(model, mesh, keep=False):
+    for block in model:
+        fully_shard(block, mesh=mesh, reshard_after_forward=not keep)
+    fully_shard(model, mesh=mesh, reshard_after_forward=not keep)
+
+
+def test_block_by_block_sharding_holds_two_blocks_where_the_root_alone_holds_the_whole_model():
+    make = functools.partial(models.transformer, hidden=32, heads=4, seq=8, layers=6)
+    x = torch.randn(4, 8, 32)
+    full, block = 4 * 6 * memory.block_params(32), 4 * memory.block_params(32)
+    profiles = {name: memory.sharding_profile(make, how, x) for name, how in [
+        ("root", _root_only), ("zero3", _block_by_block), ("zero2", functools.partial(_block_by_block, keep=True))]}
+    for name, (first, second) in profiles.items():
+        # The distributed step equals one process, and both ranks saw the same step.
+        assert first.difference < 1e-6 and second.difference < 1e-6, name
+        assert (first.full, first.shards) == (full, full // 2), name
+        assert (first.peak, first.all_gathers, first.reduce_scatters) == \
+               (second.peak, second.all_gathers, second.reduce_scatters), name
+    root, zero3, zero2 = (profiles[k][0] for k in ("root", "zero3", "zero2"))
+    assert root.fsdp_modules == [""] and zero3.fsdp_modules == ["", *map(str, range(6))]
+    # Root only: the whole model gathered once and held through backward; shards + the model.
+    assert (root.peak, root.all_gathers, root.reduce_scatters, root.traffic) == (full // 2 + full, 1, 1, 2 * full)
+    # ZeRO-3: each block gathered for forward and for backward; the one running and the next (prefetched).
+    assert (zero3.peak, zero3.all_gathers, zero3.reduce_scatters, zero3.traffic) == (full // 2 + 2 * block, 12, 6, 3 * full)
+    # ZeRO-2: each block gathered once and kept to its backward: the whole model at the peak.
+    assert (zero2.peak, zero2.all_gathers, zero2.reduce_scatters, zero2.traffic) == (full // 2 + full, 6, 6, 2 * full)
+
+
+def _watched_step(how):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world, _ = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32))
+    opt = (ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam) if how == "zero1"
+           else torch.optim.Adam(model.parameters()))
+    x, y = synthetic_batch(8, in_features=16, seed=rank)
+    for step in range(3):  # DDP rebuilds its buckets after the first step: watch the last
+        with memory.watch(model) as seen:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    return seen
+
+
+def test_watch_sees_ddps_all_reduce_and_zero1s_broadcasts():
+    psi = 4 * sum(p.numel() for p in mlp(in_features=16, hidden=32).parameters())
+    ddp, zero1 = (launch(_watched_step, how, nprocs=2, backend="gloo", show_output=False)[0] for how in ("ddp", "zero1"))
+    assert [c.name for c in ddp.collectives] == ["all_reduce"] and memory.traffic(ddp.collectives) == 2 * psi
+    # ZeroRedundancyOptimizer: DDP's full all-reduce, then every parameter broadcast by the rank that updated it.
+    assert zero1.count("all_reduce") == 1 and zero1.count("broadcast") == 6
+    assert memory.traffic(zero1.collectives) == 3 * psi
+    assert ddp.shards == ddp.peak == psi  # a plain (DDP) model holds its parameters, no more

@@ -56,6 +56,16 @@ def fsdp_train(steps, per_rank):
         opt.step()
     return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
 """
+# Lesson 03, challenge 6: every Block, then the root (the solution), to vary.
+SHARD_BLOCKS = """
+def shard(model, mesh, stage=3):
+    keep = {"reshard_after_forward": False} if stage == 2 else {}
+    for module in model.modules():
+        if isinstance(module, Block):
+            fully_shard(module, mesh=mesh, **keep)
+    fully_shard(model, mesh=mesh, **keep)
+    return model
+"""
 
 # Lesson 04: the accumulation answer (the solution), to vary.
 ACCUMULATE = """
@@ -314,6 +324,30 @@ def full_state_dict(model):  # right only while every dim 0 splits evenly over t
 def full_state_dict(model):
     return {k: v.to_local().cpu() for k, v in model.state_dict().items()}
 """),
+        # One group, the whole model: gathered at once and held (ZeRO-3's saving at the peak never happens).
+        "root_only": ("c6_shard", """
+def shard(model, mesh, stage=3):
+    return fully_shard(model, mesh=mesh, reshard_after_forward=stage == 3)
+"""),
+        # Every block its own root: the root's own parameters stay whole and unsynchronised.
+        "blocks_without_the_root": ("c6_shard", """
+def shard(model, mesh, stage=3):
+    for module in model.modules():
+        if isinstance(module, Block):
+            fully_shard(module, mesh=mesh, reshard_after_forward=stage == 3)
+    return model
+"""),
+        # Right while the blocks are the model's children, wrong once they sit one level down.
+        "top_level_children": ("c6_shard", """
+def shard(model, mesh, stage=3):
+    keep = {"reshard_after_forward": False} if stage == 2 else {}
+    for child in model.children():
+        fully_shard(child, mesh=mesh, **keep)
+    fully_shard(model, mesh=mesh, **keep)
+    return model
+"""),
+        "one_setting_for_both_stages": ("c6_shard", SHARD_BLOCKS.replace(
+            'keep = {"reshard_after_forward": False} if stage == 2 else {}', "keep = {}")),
     },
     "04_batch_scaling": {
         "ignores_accumulation": ("c1_batch", BATCH_ARITHMETIC.replace(
@@ -374,25 +408,29 @@ def fit_serial(ns, speedups):  # the first point is the one-rank baseline
 """ + MEASURED_SPEEDUPS),
         "a_batch_of_its_own": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
             "GLOBAL_BATCH = 512", "GLOBAL_BATCH = 8192  # scales better")),
+        # Weak scaling's speedups (the batch per rank of two ranks on every rank) fitted instead of strong's.
+        "fits_weak_scaling": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
+            "scaling.strong_scaling(GLOBAL_BATCH, ", "scaling.weak_scaling(GLOBAL_BATCH // 2, ")),
         "best_not_smallest": ("c5_efficiency", """
 def smallest_batch(efficiencies, target):
     best = max(efficiencies, key=efficiencies.get)
     return best if efficiencies[best] >= target else None
 
 """ + EFFICIENCIES_MEASURED),
-        "first_listed": ("c5_efficiency", """
-def smallest_batch(efficiencies, target):
-    return next((batch for batch, efficiency in efficiencies.items() if efficiency >= target), None)
-
-""" + EFFICIENCIES_MEASURED),
-        "least_efficient_that_reaches": ("c5_efficiency", """
-def smallest_batch(efficiencies, target):
-    for batch, efficiency in sorted(efficiencies.items(), key=lambda item: item[1]):
-        if efficiency >= target:
-            return batch
-    return None
-
-""" + EFFICIENCIES_MEASURED),
+        # Typed in from a table: no sweep of the learner's measured them.
+        "typed_in_efficiencies": ("c5_efficiency", SMALLEST + """
+TARGET = scaling.expected_ddp_speedup(2) / 2
+MY_EFFICIENCIES = {256: 0.63, 1024: 0.83, 4096: 0.89}  # the README's efficiencies of 2 ranks
+PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
+"""),
+        # Each batch's throughput over the best one's: measured, but not speedup / ranks.
+        "throughput_over_best": ("c5_efficiency", SMALLEST + """
+TARGET = scaling.expected_ddp_speedup(2) / 2
+candidates = [256, 1024, 2048]
+rates = scaling.throughput(candidates, ranks=2, steps=3)
+MY_EFFICIENCIES = {b: r / max(rates) for b, r in zip(candidates, rates)}
+PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
+"""),
         "speedups_as_efficiencies": ("c5_efficiency", SMALLEST + EFFICIENCIES_MEASURED.replace("s / 2", "s")),
     },
 }
@@ -427,9 +465,11 @@ def test_regenerated_release_is_exactly_the_committed_one(released):
                 f"release/{rel} is out of date with source/; run `make release` and commit"
 
 
-# That the source passes every test is proven by the solver's full marks below (one
-# notebook run instead of two); validate runs here as a student runs it, on the release.
-@pytest.mark.parametrize("lesson", LESSONS)
+# That the source passes every test is proven by the solver's full marks below, and that
+# every test fails on each lesson's release by the untouched student's zero (one notebook
+# run per lesson instead of three). `validate --invert`, the student's own command, runs
+# here once, on the lightest lesson, so the command itself stays checked.
+@pytest.mark.parametrize("lesson", LESSONS[:1])
 def test_validate_invert_fails_every_test_on_release(released, lesson):
     out = nbgrader("validate", "--invert", str(released / "release" / lesson / f"{lesson}.ipynb"),
                    cwd=released).stdout
@@ -532,8 +572,9 @@ def test_solution_runs_top_to_bottom_without_errors_or_stderr(graded, lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_untouched_release_gets_zero(graded, lesson):
-    score, max_score, _ = scores(graded[0], lesson, "untouched")
+    score, max_score, per_cell = scores(graded[0], lesson, "untouched")
     assert (score, max_score >= 10) == (0, True)
+    assert set(per_cell) == set(points(lesson)) and not any(per_cell.values())  # every test cell failed
 
 
 @pytest.mark.parametrize("lesson, mutant", [(lesson, name) for lesson in LESSONS for name in MUTANTS[lesson]])

@@ -11,6 +11,8 @@ from conftest import REPO, read_nb
 from grader import content
 from grader.launch import launch
 from grader.study.explain import covered, load_prompts
+from grader.study import sheets
+from grader.study.cards import load_deck
 from grader.study.predict import load_predictions, run
 from grader.study.sheets import load_sheet
 from grader.study.timed import KINDS, load_set
@@ -85,6 +87,24 @@ def test_every_reference_item_has_a_course_counterpart():
             listed.setdefault(item["seed"], {}).setdefault(item["kind"], set()).add(item["number"])
     want = {seed: {kind: set(range(1, n + 1)) for kind, n in kinds.items()} for seed, kinds in REFERENCE.items()}
     assert listed == want
+    assert sum(len(numbers) for kinds in listed.values() for numbers in kinds.values()) == 46  # 46 of 46
+
+
+def test_every_reference_item_is_on_a_committed_cheat_sheet():
+    # The reference pages, the seed map and the generated sheets stay in sync: every item a reference
+    # page drills is mapped to at least one flashcard whose line is on its topic's committed sheet.
+    committed = {topic: (sheets.OUT / f"{topic}.md").read_text() for topic in content.topics("sheets")}
+    lines = {card["id"]: (topic, f"- **{sheets._plain(card['front'])}** {sheets._plain(card['back'])}")
+             for topic in content.topics("cards") for card in load_deck(topic)}
+    on_a_sheet, every = set(), set()
+    for topic in content.topics("seedmap"):
+        for item in json.loads((content.HERE / "seedmap" / f"{topic}.json").read_text())["items"]:
+            key = (item["seed"], item["kind"], item["number"])
+            every.add(key)
+            if any(i in lines and lines[i][1] in committed[lines[i][0]] for i in item["course"]):
+                on_a_sheet.add(key)
+    assert len(every) == 46
+    assert on_a_sheet == every, f"not on any cheat sheet (map a card, or run `make sheets`): {sorted(every - on_a_sheet)}"
 
 
 

@@ -250,10 +250,11 @@ def test_cheat_sheets_are_in_sync_with_the_content(topic):
     assert committed.read_text() == sheets.render(topic), "out of date: run `make sheets`"
 
 
-def test_a_cheat_sheet_holds_every_card_formula_and_idiom():
-    text = sheets.render("ddp")
-    data = sheets.load_sheet("ddp")
-    assert text.count("\n- **") == len(load_deck("ddp"))
+@pytest.mark.parametrize("topic", topics("sheets"))
+def test_a_cheat_sheet_holds_every_card_formula_and_idiom(topic):
+    text = sheets.render(topic)
+    data = sheets.load_sheet(topic)
+    assert text.count("\n- **") == len(load_deck(topic))
     assert all(f["formula"] in text for f in data["formulas"])
     assert text.count("```python") == len(data["idioms"])
 
