@@ -4,10 +4,13 @@ Real nbgrader, real gradebooks, real worker processes: one class, graded once ea
 """
 
 import contextlib
+import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +168,171 @@ def working_directories():
     for proc in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
             yield os.readlink(proc / "cwd")
+
+
+# ---- Isolation: a fresh home per student's kernel ----
+
+PROBE = ("import json, os\n"
+         "from pathlib import Path\n"
+         "ip = get_ipython()\n"
+         "print(json.dumps({'home': os.environ['HOME'], 'ipythondir': os.environ['IPYTHONDIR'],\n"
+         "                  'profile': ip.profile_dir.location, 'startup_ran': 'STARTUP_RAN' in ip.user_ns}))\n"
+         "startup = Path(ip.profile_dir.startup_dir, '00-planted.py')\n"
+         "startup.parent.mkdir(parents=True, exist_ok=True)\n"
+         "startup.write_text('STARTUP_RAN = True')  # what a submission could leave for the next kernel\n")
+
+
+def _kernel_in_isolated_worker(home, out):
+    """A worker's part: isolate(home), then run PROBE with nbgrader's own Execute preprocessor, as autograde does."""
+    import nbformat
+    from nbgrader.preprocessors import Execute
+
+    from grader.autograde import isolate
+
+    isolate(home)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    Execute(timeout=120).preprocess(nb, {"metadata": {"path": str(home.parent)}})
+    Path(out).write_text(nb.cells[0].outputs[0]["text"])
+
+
+def test_each_students_kernel_gets_a_fresh_home_and_ipython_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "instructor"))
+    seen = {}
+    for student in ("alice", "bob"):  # one after the other, as one worker's cores grade them
+        worker = FORK.Process(target=_kernel_in_isolated_worker,
+                              args=(tmp_path / student / "home", tmp_path / f"{student}.json"))
+        worker.start()
+        worker.join(120)
+        seen[student] = json.loads((tmp_path / f"{student}.json").read_text())
+    for student, kernel in seen.items():
+        home = str(tmp_path / student / "home")
+        assert kernel["home"] == home and kernel["ipythondir"] == f"{home}/.ipython", kernel
+        assert kernel["profile"].startswith(home), kernel
+    # alice's kernel planted an IPython startup file in its profile; bob's kernel never ran it.
+    assert (tmp_path / "alice" / "home" / ".ipython" / "profile_default" / "startup" / "00-planted.py").is_file()
+    assert not seen["bob"]["startup_ran"]
+    assert not (tmp_path / "instructor").exists()  # the worker's own home untouched
+
+
+# ---- Shards: grader.autograde --shard I/N in separate processes, then merge ----
+
+SHARD_LESSON = "00_foundations"
+
+
+def shard_process(course, lesson, index, count, *args):
+    """``python -m grader.autograde LESSON --shard I/N --workers 1 ARGS`` started in ``course`` as a pod runs it:
+    a session of its own, on cores of its own (its share of this machine's)."""
+    cores = core_sets(count)[index]
+    return subprocess.Popen([installed()[0], "-m", "grader.autograde", lesson, "--shard", f"{index}/{count}",
+                             "--workers", "1", *args], cwd=course, env=activated(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, cores))
+
+
+def merge_shards(course, lesson, *folders):
+    """``python -m grader.autograde merge LESSON FOLDERS`` in ``course``."""
+    return subprocess.run([installed()[0], "-m", "grader.autograde", "merge", lesson, *map(str, folders)], cwd=course,
+                          env=activated(), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """One class of lesson 00 graded by `nbgrader autograde`, and in a copy by 2 shards, each a process with its
+    own --out folder, run side by side with the serial command; then the shards merged.
+
+    Returns (serial course, sharded course, its copy before the merge, shard folders, shard outputs, merge).
+    """
+    root = tmp_path_factory.mktemp("sharded")
+    students = {**mixed_class(SHARD_LESSON), "corrupt": CORRUPT}
+    serial = course_with(root / "serial", SHARD_LESSON, students)
+    (serial / "submitted" / "solver" / SHARD_LESSON / "timestamp.txt").write_text("2026-01-05 10:00:00.000000 UTC")
+    course = shutil.copytree(serial, root / "sharded")
+    outs = [root / f"pod-{i}" for i in range(2)]  # each shard's own scratch tree, as each pod has
+    procs = [shard_process(course, SHARD_LESSON, i, 2, "--out", out) for i, out in enumerate(outs)]
+    nbgrader("autograde", SHARD_LESSON, cwd=serial, check=False)
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    unmerged = shutil.copytree(course, root / "unmerged")
+    folders = [out / f"{i}-of-2" for i, out in enumerate(outs)]
+    return serial, course, unmerged, folders, outputs, merge_shards(course, SHARD_LESSON, *folders)
+
+
+@pytest.mark.slow
+def test_shards_graded_apart_and_merged_equal_serial_grading_cell_by_cell(sharded):
+    serial, course, unmerged, folders, outputs, merged = sharded
+    assert merged.returncode == 1, merged.stdout + merged.stderr  # the corrupt notebook, as in parallel autograde
+    assert "Not graded: corrupt" in merged.stdout
+    expected = gradebook(serial, SHARD_LESSON)
+    assert set(expected) == {*mixed_class(SHARD_LESSON), "corrupt"}
+    assert gradebook(course, SHARD_LESSON) == expected
+    for student in mixed_class(SHARD_LESSON):
+        assert (course / "autograded" / student / SHARD_LESSON / f"{SHARD_LESSON}.ipynb").is_file(), student
+        assert (course / LOGS / SHARD_LESSON / f"{student}.log").is_file(), student
+    assert not (course / "autograded" / "corrupt").exists()
+    assert gradebook(unmerged, SHARD_LESSON) == {}  # the shards wrote nothing of the course's
+    # Each shard graded its own students (dealt from the sorted class) into its own gradebook and tree.
+    dealt = [["corrupt", "untouched"], ["solver", "wrong"]]
+    for folder, students, output in zip(folders, dealt, outputs):
+        record = json.loads((folder / "shard.json").read_text())
+        assert record["complete"] and record["students"] == students, record
+        assert sorted(p.name for p in (folder / "autograded").iterdir()) == [s for s in students if s != "corrupt"]
+        with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "multi-gpu-training") as gb:
+            assert sorted(s.student.id for s in gb.assignment_submissions(SHARD_LESSON)) == students
+        assert f"{len(students)} of 4 students" in output
+    # The shard's table reports the corrupt notebook; its exit status stays 0 (the merge judges the class).
+    assert any(line.startswith("corrupt ") and "failed" in line for line in outputs[0].splitlines()), outputs[0]
+
+
+def refused(proc, *phrases):
+    """The merge exited 2 saying each of ``phrases``."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Nothing merged" in proc.stderr
+    for phrase in phrases:
+        assert phrase in proc.stderr, (phrase, proc.stderr)
+    return True
+
+
+@pytest.mark.slow
+def test_a_missing_or_unfinished_shard_is_reported_and_nothing_merged(sharded, tmp_path):
+    _, _, unmerged, folders, _, _ = sharded
+    course = shutil.copytree(unmerged, tmp_path / "course")
+    assert refused(merge_shards(course, SHARD_LESSON, folders[0]),
+                   "shard 1/2 is missing", "not graded: solver, wrong")
+    # A shard stopped part-way (a pod evicted): its record says it did not finish.
+    proc = shard_process(course, SHARD_LESSON, 1, 2, "--out", tmp_path / "killed")
+    record = tmp_path / "killed" / "1-of-2" / "shard.json"
+    for _ in range(600):
+        if record.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert refused(merge_shards(course, SHARD_LESSON, folders[0], record.parent),
+                   f"shard 1/2 ({record.parent}) did not finish", "--shard 1/2", "not graded: solver, wrong")
+    assert gradebook(course, SHARD_LESSON) == {} and not (course / "autograded").exists()
+
+
+@pytest.mark.slow
+def test_a_student_in_two_shards_is_refused(sharded, tmp_path):
+    _, _, unmerged, folders, _, _ = sharded
+    course = shutil.copytree(unmerged, tmp_path / "course")
+    again = shutil.copytree(folders[0], tmp_path / "an-earlier-run" / folders[0].name)
+    assert refused(merge_shards(course, SHARD_LESSON, *folders, again),
+                   "graded twice: corrupt (shards 0/2 and 0/2), untouched (shards 0/2 and 0/2)")
+    assert gradebook(course, SHARD_LESSON) == {}
+
+
+@pytest.mark.slow
+def test_shards_of_another_version_of_the_lesson_are_refused(sharded, tmp_path):
+    _, _, unmerged, folders, _, _ = sharded
+    course = shutil.copytree(unmerged, tmp_path / "course")
+    source = course / "source" / SHARD_LESSON / f"{SHARD_LESSON}.ipynb"
+    nb = json.loads(source.read_text())
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    cell["metadata"]["nbgrader"]["points"] += 1  # the lesson changed after the shards were graded
+    source.write_text(json.dumps(nb))
+    nbgrader("generate_assignment", SHARD_LESSON, "--force", cwd=course)
+    assert refused(merge_shards(course, SHARD_LESSON, *folders),
+                   "shard 0/2", "shard 1/2", f"graded from another version of {SHARD_LESSON}")
+    assert gradebook(course, SHARD_LESSON) == {}

@@ -98,6 +98,148 @@ def test_values_use_the_chart_schema_names(singleuser):
     assert set(singleuser) <= allowed, set(singleuser) - allowed
 
 
+# ---- Schemas: the Helm chart's for the values, Kubernetes' own for the objects in them, offline ----
+
+K8S = "1.33"  # the Kubernetes version validated against (the chart wants 1.28 or later; the Job 1.29)
+CHART = REPO / "tests" / "schemas" / "z2jh-4.4.0"  # the chart's values.schema.json and default values
+
+
+def helm_values(*overrides):
+    """The chart's default values with ``overrides`` coalesced over them, as Helm does: maps merged key by key,
+    anything else (lists included) replaced, a null removing the key.
+
+    >>> helm_values({"hub": {"db": {"type": "sqlite-memory"}}})["hub"]["db"]["type"]
+    'sqlite-memory'
+    """
+    def coalesce(base, over):
+        for key, value in over.items():
+            if value is None:
+                base.pop(key, None)
+            elif isinstance(value, dict) and isinstance(base.get(key), dict):
+                coalesce(base[key], value)
+            else:
+                base[key] = value
+        return base
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for over in overrides:
+        coalesce(values, over)
+    return values
+
+
+def chart_errors(values):
+    """What the chart's values.schema.json (the schema `helm install` checks) finds wrong with ``values``."""
+    import jsonschema
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(values)]
+
+
+def k8s_errors(obj):
+    """What Kubernetes' own schema (kubernetes-validate's, strict: no unknown field) finds wrong with ``obj``."""
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(obj, K8S, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{'.'.join(map(str, e.path))}: {e.message}"]
+    return []
+
+
+def user_pod(singleuser, profile):
+    """The parts of a user pod the values give, as a Pod: volumes, mounts, init container, tolerations, and
+    ``profile``'s resources (KubeSpawner's guarantees are requests, its limits limits)."""
+    o = profile["kubespawner_override"]
+    container = {"name": "notebook", "image": f"{singleuser['image']['name']}:{singleuser['image']['tag']}",
+                 "env": [{"name": k, "value": v} for k, v in {**singleuser["extraEnv"], **o["environment"]}.items()],
+                 "volumeMounts": singleuser["storage"]["extraVolumeMounts"],
+                 "resources": {"requests": {"cpu": str(o["cpu_guarantee"]), "memory": o["mem_guarantee"]},
+                               "limits": {"cpu": str(o["cpu_limit"]), "memory": o["mem_limit"],
+                                          **o["extra_resource_limits"]}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "jupyter-student"},
+           "spec": {"containers": [container], "initContainers": singleuser["initContainers"],
+                    "volumes": singleuser["storage"]["extraVolumes"], "tolerations": singleuser["extraTolerations"]}}
+    return json.loads(json.dumps(pod))  # a copy: the values stay as they are
+
+
+def test_the_values_pass_the_charts_schema_and_a_misspelt_one_fails():
+    values = yaml.safe_load((HUB / "config.yaml").read_text())
+    assert chart_errors(helm_values(values)) == []
+    misspelt = {"singleuser": {"storage": {"extraVolumeMount": values["singleuser"]["storage"]["extraVolumeMounts"]}}}
+    assert any("'extraVolumeMount' was unexpected" in e for e in chart_errors(helm_values(values, misspelt)))
+    assert chart_errors(helm_values(values, {"singleuser": {"startTimeout": "15 minutes"}}))
+
+
+def test_the_kubernetes_objects_in_the_values_pass_kubernetes_schemas(singleuser):
+    for profile in singleuser["profileList"]:
+        assert k8s_errors(user_pod(singleuser, profile)) == [], profile["display_name"]
+    pod = user_pod(singleuser, singleuser["profileList"][0])
+    pod["spec"]["volumes"][0]["emptyDir"]["sizelimit"] = pod["spec"]["volumes"][0]["emptyDir"].pop("sizeLimit")
+    assert "'sizelimit' was unexpected" in k8s_errors(pod)[0]
+
+
+# ---- hub/autograde-job.yaml: the class graded in shards, an Indexed Job ----
+
+@pytest.fixture(scope="module")
+def job():
+    return yaml.safe_load((HUB / "autograde-job.yaml").read_text())
+
+
+def test_the_job_passes_kubernetes_schema_and_a_misspelt_field_fails(job):
+    assert k8s_errors(job) == []
+    misspelt = json.loads(json.dumps(job))
+    misspelt["spec"]["completionMod"] = misspelt["spec"].pop("completionMode")
+    assert "'completionMod' was unexpected" in k8s_errors(misspelt)[0]
+    misspelt = json.loads(json.dumps(job))
+    container = misspelt["spec"]["template"]["spec"]["containers"][0]
+    container["volumeMount"] = container.pop("volumeMounts")
+    assert "'volumeMount' was unexpected" in k8s_errors(misspelt)[0]
+
+
+def test_the_job_runs_one_shard_per_index(job):
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["template"]["spec"]["restartPolicy"] == "Never"
+    container, = spec["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert spec["completions"] == spec["parallelism"] == int(env["SHARDS"])
+    assert env["LESSON"] in LESSONS and job["metadata"]["name"] == f"autograde-{env['LESSON'].replace('_', '-')}"
+    command = container["command"]
+    assert command[:2] == ["sh", "-c"] and command[2].startswith("exec python -m grader.autograde ")
+    assert '"$LESSON" --shard "$JOB_COMPLETION_INDEX/$SHARDS" --workers 1' in command[2]
+
+
+def test_the_job_runs_on_the_image_and_hardware_of_a_students_profile(job, singleuser):
+    pod = job["spec"]["template"]["spec"]
+    container, = pod["containers"]
+    assert container["image"] == f"{singleuser['image']['name']}:{singleuser['image']['tag']}"
+    assert pod["tolerations"] == singleuser["extraTolerations"]
+    name = job["metadata"]["annotations"]["multi-gpu-course/profile"]
+    profile, = [p for p in singleuser["profileList"] if p["display_name"] == name]
+    student = user_pod(singleuser, profile)["spec"]["containers"][0]
+    assert container["resources"] == student["resources"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert {k: env[k] for k in ("COURSE_EXCHANGE", "COURSE_ID", "COURSE_EXPECTED_GPUS")} == \
+        {e["name"]: e["value"] for e in student["env"]}
+
+
+def test_the_job_mounts_the_course_directory_the_exchange_and_shared_memory(job, singleuser):
+    pod = job["spec"]["template"]["spec"]
+    container, = pod["containers"]
+    mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    job_volumes = {v["name"]: v for v in pod["volumes"]}
+    # The course directory is in the instructor's home: the claim the chart makes for each user, where it mounts it.
+    home = helm_values(yaml.safe_load((HUB / "config.yaml").read_text()))["singleuser"]["storage"]["homeMountPath"]
+    assert Path(container["workingDir"]).is_relative_to(home) and container["workingDir"] != home
+    assert job_volumes[mounted[home]]["persistentVolumeClaim"]["claimName"].startswith("claim-")
+    # The exchange and /dev/shm as the user pods have them (the exchange read-only).
+    for path in (singleuser["extraEnv"]["COURSE_EXCHANGE"], "/dev/shm"):
+        theirs = volumes(singleuser)[mounts(singleuser)[path]]
+        ours = dict(job_volumes[mounted[path]], name=theirs["name"])
+        if "persistentVolumeClaim" in ours:
+            assert ours["persistentVolumeClaim"].pop("readOnly") is True
+        assert ours == theirs, path
+    assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 100}  # the chart's user pods'
+
+
 # ---- hub/Dockerfile ----
 
 @pytest.fixture(scope="module")
