@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 
 from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, read_nb
 from grader.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
-from test_nbgrader import MUTANTS, points, submission, submit
+from test_nbgrader import ACCUMULATE, MUTANTS, points, submission, submit
 
 LESSON = "00_foundations"
 SOLUTIONS = {c.metadata.nbgrader.grade_id: c.source for c in nbformat.read(lesson_notebook("source", LESSON), 4).cells
@@ -236,23 +236,8 @@ def warmup_scheduler(optimizer, base_lr, base_batch, batch, warmup_steps):
         group["lr"] = base_lr * batch / base_batch
     return torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup_steps, total_iters=warmup_steps - 1)
 """,
-    ("04_batch_scaling", "c3_accumulate"): """
-def accumulation_train(steps, micro, accumulation):
-    rank, world, device = init_distributed()
-    model = DDP(mlp(in_features=16, hidden=32).to(device))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.01)
-    per_rank = micro * accumulation
-    for step in range(steps):
-        x, y = synthetic_batch(per_rank * world, in_features=16, seed=step)
-        mine = slice(rank * per_rank, (rank + 1) * per_rank)
-        opt.zero_grad()
-        for i, (xb, yb) in enumerate(zip(x[mine].split(micro), y[mine].split(micro))):
-            with model.no_sync() if i < accumulation - 1 else contextlib.nullcontext():
-                loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device), reduction="sum")
-                (loss / per_rank).backward()
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
-""",
+    ("04_batch_scaling", "c3_accumulate"): ACCUMULATE.replace(  # a summed loss, divided afterwards
+        "yb.to(device))\n", 'yb.to(device), reduction="sum")\n').replace("(loss / accumulation)", "(loss / per_rank)"),
     ("04_batch_scaling", "c4_serial"): """
 import numpy as np
 
