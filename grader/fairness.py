@@ -53,3 +53,17 @@ def decide(measure, *, tries=3, pause=5.0):
         if attempt < tries:
             time.sleep(pause)
     raise Inconclusive(f"re-grade on a quieter machine (measured {tries} times): {verdict}")
+
+
+def near(measure, want, rtol, reference, what):
+    """A :class:`Verdict` on a timing: ``measure()`` within ``rtol`` of ``want`` seconds, beside
+    ``reference()``, the toolkit's own timing of the same work (busy when it misses too).
+
+    >>> str(near(lambda: 0.0102, 0.01, 0.8, lambda: 0.0101, "median of a 10 ms sleep"))
+    'median of a 10 ms sleep: 0.0102 s, wanted 0.0100 s +/- 80%; the toolkit timed the same work at 0.0101 s'
+    >>> near(lambda: 0.05, 0.01, 0.8, lambda: 0.04, "median").busy   # the machine, not the answer
+    True
+    """
+    got, ref = measure(), reference()
+    return Verdict(abs(got - want) <= rtol * want, abs(ref - want) > rtol * want,
+                   f"{what}: {got:.4f} s, wanted {want:.4f} s +/- {rtol:.0%}; the toolkit timed the same work at {ref:.4f} s")
