@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 
 from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, read_nb
 from grader.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
-from test_nbgrader import ACCUMULATE, MUTANTS, points, submission, submit
+from test_nbgrader import ACCUMULATE, FSDP_TRAIN, MUTANTS, points, submission, submit
 
 LESSON = "00_foundations"
 SOLUTIONS = {c.metadata.nbgrader.grade_id: c.source for c in nbformat.read(lesson_notebook("source", LESSON), 4).cells
@@ -200,24 +200,15 @@ def save_checkpoint(ddp_model, path):
             torch.save(ddp_model.module.state_dict(), f)
     dist.barrier()
 """,
-    ("03_model_parallel", "c4_fsdp"): """
-def fsdp_train(steps, per_rank):
-    rank, world, device = init_distributed()
-    mesh = init_device_mesh(device.type, (world,))
+    ("03_model_parallel", "c4_fsdp"): FSDP_TRAIN.replace(  # every Linear, then the root, as ZeRO-2
+        "    model = fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))\n",
+        """    mesh = init_device_mesh(device.type, (world,))
     model = mlp(in_features=16, hidden=32).to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    mine = slice(rank * per_rank, (rank + 1) * per_rank)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
-        opt.step()
-    return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
-""",
+"""),
     ("04_batch_scaling", "c2_warmup"): """
 import functools
 from torch.optim.lr_scheduler import LambdaLR

@@ -117,20 +117,16 @@ def instrumented(mode, lesson, workers):
         mark("worker")
         return original_worker(course, args, log, cores, home)
 
-    def start(coursedir, lesson, student, *args, **kwargs):
-        STUDENT[0] = student
-        mark("fork")
-        result = original_start(coursedir, lesson, student, *args, **kwargs)
-        mark("forked")
-        return result
-
-    def collect(coursedir, lesson, student, *args, **kwargs):
-        STUDENT[0] = student
-        mark("collect")
-        result = original_collect(coursedir, lesson, student, *args, **kwargs)
-        mark("collected")
-        return result
-    ag._nbgrader, ag.start, ag.collect = worker, start, collect
+    def around(original, before, after):  # a student's step of the command, marked at both ends
+        def step(coursedir, lesson, student, *args, **kwargs):
+            STUDENT[0] = student
+            mark(before)
+            result = original(coursedir, lesson, student, *args, **kwargs)
+            mark(after)
+            return result
+        return step
+    ag._nbgrader, ag.start, ag.collect = worker, around(original_start, "fork", "forked"), \
+        around(original_collect, "collect", "collected")
     ag.autograde(lesson, workers)
 
 
