@@ -1,0 +1,122 @@
+"""Helpers for the browser tests: JupyterLab over a scratch copy of the course, driven by
+Playwright in Debian's headless Chromium."""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import REPO, activated, free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = REPO / "tests" / "artifacts"
+
+
+def start_lab(root, notebooks=None):
+    """Start JupyterLab over a scratch copy of release/ in ``root`` (runs never touch the repo),
+    with ``notebooks`` ({name: notebook JSON}) beside it; yield (url, token), then stop it.
+
+    A test module makes it its fixture::
+
+        @pytest.fixture(scope="module")
+        def lab(tmp_path_factory):
+            yield from start_lab(tmp_path_factory.mktemp("lab"), {"study.ipynb": notebook(...)})
+    """
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no {CHROMIUM}: install Debian's chromium (make browser) to run browser tests")
+    shutil.copytree(REPO / "release", root / "release")
+    for name, nb in (notebooks or {}).items():
+        (root / name).write_text(json.dumps(nb))
+    port, token = free_port(), "course-test-token"
+    env = dict(activated(), JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
+    log = open(root / "lab.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ip=127.0.0.1", f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"JupyterLab did not start:\n{(root / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+    yield url, token
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+def run_all(page):
+    """Run All Cells once the notebook's kernel is up; again if a click came too early.
+
+    A click while the freshly opened notebook still connects its kernel can be lost: the
+    first cell then shows no execution count, and the click is repeated.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.locator(".jp-Notebook").first.wait_for()
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+    first_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
+    for _ in range(3):
+        dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+        if dialog.count():  # JupyterLab sometimes asks which kernel to start
+            dialog.get_by_role("button", name="Select", exact=True).click()
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
+                                   arg=first_prompt.element_handle(), timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError("Run All Cells never started the first cell")
+
+
+def notebook(*sources):
+    """A notebook whose code cells are ``sources``, in order, run by the course's kernel."""
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                    "language": "python"}, "language_info": {"name": "python"}},
+        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "outputs": [],
+                   "execution_count": None, "source": source} for i, source in enumerate(sources)],
+    }
+
+
+@contextlib.contextmanager
+def browser_page(width=1400, height=1000):
+    """A fresh headless Chromium page; the browser closes when the block ends."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def plain(html):
+    """The text a browser shows for a snippet of card HTML."""
+    return re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">")[:60]
