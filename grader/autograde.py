@@ -55,7 +55,7 @@ from sqlalchemy.exc import SAWarning
 from tqdm import tqdm
 
 from grader import hardware
-from grader.launch import _descendants, _signal
+from grader.launch.processes import descendants, send
 
 LOGS = "autograde_logs"
 SHARDS = "autograde_shards"  # --shard's folders, under LESSON/, unless --out says where
@@ -234,8 +234,8 @@ def stop(worker):
 
     For example ``stop(start(...))``.
     """
-    for pid in [worker.pid, *_descendants(worker.pid)]:
-        _signal(pid, signal.SIGKILL)
+    for pid in [worker.pid, *descendants(worker.pid)]:
+        send(pid, signal.SIGKILL)
     worker.join()
 
 

@@ -16,18 +16,16 @@ The same function runs unchanged under ``torchrun`` when it joins the process gr
 with :func:`init_distributed` (see :func:`write_script`).
 """
 
+
 import contextlib
 import faulthandler
 import gc
-import inspect
 import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 import traceback
@@ -40,7 +38,9 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from . import hardware
+from .. import hardware
+from .processes import alive, send, wait_gone
+from .rank import BACKEND, RUN_DIR, full_float32
 
 # A forked rank inherits every object of the launching process, some of them left half-made by
 # threads that do not exist in the child (a rank once died of a segmentation fault in its first
@@ -51,8 +51,6 @@ if hasattr(os, "register_at_fork"):
 
 START_LIMIT = 120  # seconds for every rank to be running (spawned ranks import torch afresh)
 EXIT_LIMIT = 30  # seconds for the processes to exit once every rank has left its group
-RUN_DIR = "COURSE_LAUNCH_DIR"  # set on ranks started by launch(); unset under torchrun
-BACKEND = "COURSE_LAUNCH_BACKEND"
 
 
 class RankError(RuntimeError):
@@ -260,51 +258,15 @@ class _Run:
 
     def stop(self, dump_stacks=False):
         """Stop every rank still running (after asking each for its stack, if wanted)."""
-        alive = [p for p in self.pids() if _alive(p)]
-        if dump_stacks and alive:
-            for pid in alive:
-                _signal(pid, signal.SIGUSR1)
+        running = [p for p in self.pids() if alive(p)]
+        if dump_stacks and running:
+            for pid in running:
+                send(pid, signal.SIGUSR1)
             time.sleep(0.5)
-        for pid in alive:
-            _signal(pid, signal.SIGKILL)
-        for pid in alive:
-            _wait_gone(pid)
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    with contextlib.suppress(OSError):  # a zombie is already gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
-def _signal(pid, sig):
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _wait_gone(pid, seconds=5):
-    end = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < end:
-        time.sleep(0.01)
-
-
-def _descendants(pid):
-    """Every process below ``pid``, children first (found through /proc; none elsewhere)."""
-    parents = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            with open(f"/proc/{entry}/stat") as f:
-                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-    found, level = [], [pid]
-    while level:
-        level = [p for p, parent in parents.items() if parent in level]
-        found += level
-    return found
+        for pid in running:
+            send(pid, signal.SIGKILL)
+        for pid in running:
+            wait_gone(pid)
 
 
 def _innermost(stack):
@@ -315,7 +277,7 @@ def _innermost(stack):
     main = next((b for b in blocks if "Current thread" in b), blocks[0])
     frames = []
     for line in main.splitlines():
-        if "grader/launch.py" in line:  # below this: the launcher and multiprocessing
+        if "grader/launch/cell.py" in line:  # below this: the launcher and multiprocessing
             break
         if line.strip().startswith("File"):
             frames.append(line)
@@ -379,144 +341,3 @@ def _rank_main(run_dir, backend, threads):
         gc.collect()  # what the function left in reference cycles (a DDP model) goes first
         dist.destroy_process_group()
     (run_dir / f"left.{rank}").touch()
-
-
-def full_float32():
-    """Make this process compute float32 matmuls and convolutions in full float32.
-
-    GPUs can run them in TF32 (10 bits of mantissa), and some images force that for every
-    matmul with ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``; results then differ from a CPU
-    reference by about 1e-3, more than the course's equivalence checks allow. Every rank
-    started by :func:`launch` calls this first.
-
-    >>> full_float32(); torch.get_float32_matmul_precision()
-    'highest'
-    """
-    os.environ.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)  # read once, at the first matmul
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cudnn.allow_tf32 = False
-
-
-def init_distributed(backend=None):
-    """Join the process group described by the environment; return (rank, world_size, device).
-
-    Works the same on ranks started by :func:`launch` and by ``torchrun``: both set
-    RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. The backend is the one
-    ``launch`` chose, else :func:`rank_backend`. With NCCL the rank's GPU is selected
-    before the group is joined. Calling it twice is harmless.
-
-    >>> def rank_and_size():
-    ...     rank, world, device = init_distributed()
-    ...     return rank, world, device.type
-    >>> launch(rank_and_size, nprocs=2, backend="gloo", show_output=False)
-    [(0, 2, 'cpu'), (1, 2, 'cpu')]
-    """
-    backend = backend or os.environ.get(BACKEND) or rank_backend()
-    device = torch.device("cpu")
-    if backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        # device_id binds the group to this rank's GPU (NCCL then needs no guess, and says nothing)
-        dist.init_process_group(backend, **({"device_id": device} if backend == "nccl" else {}))
-    return dist.get_rank(), dist.get_world_size(), device
-
-
-def rank_backend():
-    """The backend for a rank started by ``torchrun``: NCCL when this machine has a GPU
-    for each of its ranks (LOCAL_WORLD_SIZE), gloo otherwise.
-
-    >>> rank_backend()   # e.g. 'nccl' under torchrun --nproc-per-node=2 on a machine with 2 GPUs
-    '...'
-    """
-    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    return "nccl" if hardware.gpu_count() >= ranks_here else "gloo"
-
-
-def progress(iterable, total=None):
-    """Iterate, and let rank 0 drive a progress bar in the launching cell.
-
-    Under ``torchrun`` (or outside a launch) it simply yields the items.
-
-    >>> list(progress(range(3)))
-    [0, 1, 2]
-    """
-    run_dir = os.environ.get(RUN_DIR)
-    if total is None:
-        total = len(iterable) if hasattr(iterable, "__len__") else 0
-    report = bool(run_dir) and os.environ.get("RANK") == "0" and total
-    for i, item in enumerate(iterable):
-        yield item
-        if report:  # write then rename, so the launching side never reads half a line
-            tmp = Path(run_dir, "progress.tmp")
-            tmp.write_text(f"{i + 1} {total}")
-            tmp.rename(tmp.with_suffix(""))
-
-
-SCRIPT_HEADER = '''"""Written from a notebook by grader.launch.write_script. Runs unchanged under torchrun:
-
-    torchrun --nproc-per-node=2 {name}
-    torchrun --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT {name}
-"""
-'''
-
-
-def write_script(path, main, *helpers, imports=None):
-    """Write ``main`` (and the helpers it uses) as a script that ``torchrun`` can run.
-
-    The sources come from the notebook cells that defined them; ``imports`` is the
-    import block the script starts with. The script calls ``main()`` once per rank.
-
-    >>> import tempfile, pathlib
-    >>> def main():
-    ...     return init_distributed()
-    >>> p = write_script(pathlib.Path(tempfile.mkdtemp()) / "train.py", main)
-    >>> "torchrun" in p.read_text() and "def main():" in p.read_text()
-    True
-    """
-    path = Path(path)
-    imports = imports or ("import os\n\nimport torch\nimport torch.distributed as dist\n"
-                          "from torch import nn\n\nfrom grader.launch import init_distributed, progress\n")
-    parts = [SCRIPT_HEADER.format(name=path.name), imports.rstrip() + "\n"]
-    parts += [textwrap.dedent(inspect.getsource(obj)).rstrip() + "\n" for obj in (*helpers, main)]
-    parts.append(f'if __name__ == "__main__":\n    {main.__name__}()\n')
-    path.write_text("\n\n".join(parts))
-    return path
-
-
-def torchrun(script, nprocs=2, timeout=60):
-    """Run ``script`` under the ``torchrun`` command line on this machine; return its output.
-
-    The command is ``torchrun --standalone --nproc-per-node=NPROCS --tee=3 SCRIPT``
-    (``--tee=3`` prefixes each line with the rank that printed it, as ``[default0]:``).
-    A hang ends at ``timeout`` with :class:`LaunchTimeout`; then, or on an interrupt, the
-    agent and every worker (each in a session of its own) are stopped. A run that fails
-    raises :class:`RankError` with everything it printed.
-
-    >>> import tempfile, pathlib
-    >>> def main():
-    ...     rank, world, _ = init_distributed()
-    ...     print(f"rank {rank} of {world}")
-    >>> out = torchrun(write_script(pathlib.Path(tempfile.mkdtemp()) / "hi.py", main), nprocs=2)
-    >>> sorted(line for line in out.splitlines() if "rank" in line)
-    ['[default0]:rank 0 of 2', '[default1]:rank 1 of 2']
-    """
-    threads = max(1, hardware.cpu_cores() // nprocs)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
-         "--tee=3", str(script)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LaunchTimeout(f"torchrun {script} was still running after {timeout} s and was stopped") from None
-    finally:
-        workers = _descendants(proc.pid)  # before the agent goes: then they are orphans
-        for pid in [proc.pid, *workers]:
-            _signal(pid, signal.SIGKILL)
-        proc.wait()
-        for pid in workers:
-            _wait_gone(pid)
-    if proc.returncode:
-        raise RankError(f"torchrun {script} failed (exit code {proc.returncode}):\n{out}")
-    return out
