@@ -108,16 +108,21 @@ def device():
     return torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_initialized() else 0)
 
 
-def backend():
-    """The torch.distributed backend for this machine.
+def backend(ranks=None):
+    """The torch.distributed backend for ``ranks`` ranks on this machine (by default
+    :func:`parallel_ranks`): the one rule every part of the course picks a backend by.
 
-    NCCL needs one GPU per rank, so it is chosen only with two or more GPUs; with one
-    GPU or none, ranks are CPU processes talking over gloo.
+    NCCL needs a GPU of its own for each rank, so it is chosen only when this machine has
+    at least as many GPUs as ranks; otherwise the ranks are CPU processes talking over
+    gloo. By default that means NCCL with two GPUs or more.
 
     >>> backend() in ("nccl", "gloo")
     True
+    >>> backend(gpu_count() + 1)   # more ranks than GPUs
+    'gloo'
     """
-    return "nccl" if gpu_count() >= 2 else "gloo"
+    ranks = parallel_ranks() if ranks is None else ranks
+    return "nccl" if 1 <= ranks <= gpu_count() else "gloo"
 
 
 def parallel_ranks():

@@ -242,14 +242,15 @@ def weak_scaling(per_rank_batch, ranks=None, steps=5, warmup=2):
 def ddp_backend(ranks):
     """The backend :func:`ddp_speedup` measures with for ``ranks`` ranks.
 
-    NCCL with one GPU per rank when the machine has that many GPUs (against one process
-    on one GPU); otherwise gloo CPU processes with one thread each (against one CPU
-    process with one thread).
+    :func:`hardware.backend`'s rule for two ranks or more: NCCL with one GPU per rank when the
+    machine has that many GPUs (against one process on one GPU); otherwise gloo CPU processes
+    with one thread each (against one CPU process with one thread). One rank is always a CPU
+    process: on a one-GPU machine its throughput is compared with gloo ranks, never with a GPU.
 
     >>> ddp_backend(1)   # one rank: nothing to compare across GPUs
     'gloo'
     """
-    return "nccl" if ranks >= 2 and hardware.gpu_count() >= ranks else "gloo"
+    return hardware.backend(ranks) if ranks >= 2 else "gloo"
 
 
 def ddp_measured_on(ranks):

@@ -126,6 +126,24 @@ def test_ddp_measurement_follows_the_gpus_at_hand(monkeypatch):
     assert scaling.ddp_backend(8) == "gloo"  # more ranks than GPUs: CPU processes
 
 
+def test_one_backend_rule_for_the_launcher_torchrun_ranks_and_measurements(monkeypatch):
+    from grader.launch import rank_backend
+
+    monkeypatch.setattr(hardware, "cpu_cores", lambda: 8)
+    for gpus, default, at_two, torchrun_two in [(0, "gloo", "gloo", "gloo"), (1, "gloo", "gloo", "gloo"),
+                                                 (2, "nccl", "nccl", "nccl"), (4, "nccl", "nccl", "nccl")]:
+        monkeypatch.setattr(hardware, "gpu_count", lambda: gpus)
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        assert (hardware.backend(), hardware.backend(2), rank_backend()) == (default, at_two, torchrun_two), gpus
+        assert scaling.ddp_backend(2) == hardware.backend(2)
+        assert hardware.backend(gpus + 1) == "gloo"  # a rank without a GPU of its own
+    # One node of a cluster with one GPU and one rank: NCCL, across the nodes.
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert rank_backend() == "nccl"
+    assert scaling.ddp_backend(1) == "gloo"  # a measurement's one-rank baseline stays a CPU process
+
+
 def test_record_forwards_sees_wrappers_depth_and_batches():
     device = "cuda" if torch.cuda.is_available() else "cpu"  # one device: one call, no replicas
     net = nn.Sequential(nn.Linear(3, 2)).to(device)

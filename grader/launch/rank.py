@@ -56,14 +56,13 @@ def init_distributed(backend=None):
 
 
 def rank_backend():
-    """The backend for a rank started by ``torchrun``: NCCL when this machine has a GPU
-    for each of its ranks (LOCAL_WORLD_SIZE), gloo otherwise.
+    """The backend for a rank started by ``torchrun``: :func:`hardware.backend` of the ranks
+    on this machine (LOCAL_WORLD_SIZE), so NCCL when each has a GPU of its own.
 
-    >>> rank_backend()   # e.g. 'nccl' under torchrun --nproc-per-node=2 on a machine with 2 GPUs
-    '...'
+    >>> rank_backend() in ("nccl", "gloo")   # 'nccl' under torchrun --nproc-per-node=2 with 2 GPUs
+    True
     """
-    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    return "nccl" if hardware.gpu_count() >= ranks_here else "gloo"
+    return hardware.backend(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
 
 
 def progress(iterable, total=None):
