@@ -1,4 +1,5 @@
 import atexit
+import copy
 import functools
 import json
 import os
@@ -134,3 +135,70 @@ def copy_course(root):
     shutil.copytree(REPO / "source", root / "source")
     shutil.copy(REPO / "nbgrader_config.py", root)
     return root
+
+
+# ---- the nbgrader round trip: submissions, scores, mutants ----
+
+def points(lesson):
+    """{test cell grade id: points} of a lesson's source notebook."""
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+            for c in graded_cells(read_nb(lesson_notebook("source", lesson)), "grade")}
+
+
+def submission(lesson, answers=None, tests=None, drop=()):
+    """The release notebook with the source's solutions filled in.
+
+    ``answers`` replaces solution cells and ``tests`` replaces test cells, by grade id;
+    ``drop`` deletes cells by grade id.
+    """
+    answers = answers or {}
+    tests = tests or {}
+    solutions = {c["metadata"]["nbgrader"]["grade_id"]: c["source"]
+                 for c in graded_cells(read_nb(lesson_notebook("source", lesson)), "solution")}
+    nb = copy.deepcopy(read_nb(REPO / "release" / lesson / f"{lesson}.ipynb"))
+    kept = []
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if gid in drop:
+            continue
+        if meta.get("solution"):
+            cell["source"] = answers.get(gid, solutions[gid])
+        elif meta.get("grade") and gid in tests:
+            cell["source"] = tests[gid]
+        kept.append(cell)
+    nb["cells"] = kept
+    return nb
+
+
+def submit(course, student, lesson, nb):
+    """Put a notebook (JSON, or text as it is) where nbgrader collects a student's submission."""
+    path = course / "submitted" / student / lesson / f"{lesson}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nb if isinstance(nb, str) else json.dumps(nb))
+
+
+def scores(course, lesson, student):
+    """(score, max score, {test cell grade id: score}) of a student's autograded lesson."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        sub = gb.find_submission_notebook(lesson, lesson, student)
+        return sub.score, sub.max_score, {g.name: g.score for g in sub.grades}
+
+
+def mutant_students(lesson):
+    """{student: {solution grade id: mutant name}}: the lesson's mutants packed into few students.
+
+    A student carries at most one mutant per challenge, so each notebook run (the costly
+    part of autograde) grades several wrong answers at once; per-cell scores tell them apart.
+    """
+    from mutants import MUTANTS
+
+    students = []
+    for name, (gid, _) in MUTANTS[lesson].items():
+        free = next((s for s in students if gid not in s), None)
+        if free is None:
+            students.append(free := {})
+        free[gid] = name
+    return {f"mutants_{i}": carried for i, carried in enumerate(students, 1)}

@@ -41,8 +41,7 @@ import torch
 from grader import hardware, memory, pipeline, scaling
 from grader.models import transformer
 
-from conftest import LESSONS, REPO, activated, copy_course, nbgrader, read_nb
-from test_nbgrader import points, scores, submission, submit
+from conftest import LESSONS, REPO, activated, copy_course, nbgrader, points, read_nb, scores, submission, submit
 
 QUICK_LESSONS = ["00_foundations"]
 SHAPE = dict(hidden=64, heads=4, seq=64)  # lesson 03's transformer

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import REPO, activated, copy_course, installed, nbgrader
+from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, points, scores, submission,
+                      submit)
 from grader.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
-from test_nbgrader import MUTANTS, mutant_students, points, scores, submission, submit
+from mutants import MUTANTS
 
 LESSON = "01_data_parallel"
 # Test cells scored on timings, so on how busy the machine is: on a loaded 2-core machine

@@ -18,8 +18,8 @@ import pytest
 from nbgrader.api import Gradebook
 from traitlets.config import Config
 
-from conftest import REPO, copy_course, nbgrader
-from test_nbgrader import MUTANTS, points, scores, submission
+from conftest import REPO, copy_course, nbgrader, points, scores, submission
+from mutants import MUTANTS
 
 LESSON = "00_foundations"  # the lightest lesson: about 8 s a notebook run
 WRONG = "rounds_down"      # a mutant of challenge 3 (2 points), caught by a visible test

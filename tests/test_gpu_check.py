@@ -10,8 +10,7 @@ import gpu_check
 from grader import hardware
 from gpu_check import Check, GpuTest, Lesson
 
-from conftest import REPO, activated
-from test_nbgrader import points
+from conftest import REPO, activated, points
 
 
 def gpu_test_names():

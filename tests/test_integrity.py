@@ -13,9 +13,11 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, read_nb
+from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, points, read_nb, submission, submit
 from grader.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
-from test_nbgrader import ACCUMULATE, FSDP_TRAIN, MUTANTS, points, submission, submit
+from mutants import MUTANTS
+from mutants.batch_scaling import ACCUMULATE
+from mutants.model_parallel import FSDP_TRAIN
 
 LESSON = "00_foundations"
 SOLUTIONS = {c.metadata.nbgrader.grade_id: c.source for c in nbformat.read(lesson_notebook("source", LESSON), 4).cells

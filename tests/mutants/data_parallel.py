@@ -1,0 +1,42 @@
+"""Lesson 01_data_parallel: its mutants, each a wrong answer autograde must mark down by exactly its challenge's points."""
+
+MUTANTS = {
+    "splits_the_output": ("c1_output_shape", """
+def dp_output_shape(batch, in_features, out_features, n_gpus):
+    return (batch // n_gpus, out_features)
+"""),
+    "equal_chunks": ("c2_chunk_sizes", "def dp_chunk_sizes(batch, n_devices):\n    return [batch // n_devices] * n_devices\n"),
+    "consumes_the_callers_dict": ("c3_three_ways", """
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+
+def load_by_stripping(plain, state_dict):
+    plain.load_state_dict({k.removeprefix("module."): v for k, v in state_dict.items()})
+    return plain
+
+
+def load_by_consuming(plain, state_dict):
+    consume_prefix_in_state_dict_if_present(state_dict, "module.")
+    plain.load_state_dict(state_dict)
+    return plain
+
+
+def load_by_wrapping(plain, state_dict):
+    wrapper = nn.DataParallel(plain)
+    wrapper.load_state_dict(state_dict)
+    return wrapper.module
+"""),
+    "times_nothing": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    single = timing.measure(lambda: None, label="single")
+    dp = timing.measure(lambda: None, label="dp")
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
+    "times_the_wrapper_twice": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    wrapped = nn.DataParallel(make_model())
+    single = timing.measure(train_step_fn(wrapped, batch, target), label="single")
+    dp = timing.measure(train_step_fn(wrapped, batch, target), label="dp")
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
+}
