@@ -43,6 +43,8 @@ $(STAMP): pyproject.toml
 		$(PY) -m pip install $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"; \
 	fi
 	$(PY) -m pip install -e ".[test]"
+	@# JupyterLab's defaults for the course: no news pop-up or update check over the widgets
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp hub/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 # Browser tests drive Debian's Chromium; install it where we may (root with apt).

@@ -67,7 +67,7 @@ def check_course():
     import torch
 
     import grader.launch  # noqa: F401 (the launcher and its torch.distributed imports)
-    import grader.study  # noqa: F401 (the widgets: ipywidgets, ipyevents)
+    import grader.study  # noqa: F401 (the widgets: ipywidgets, anywidget)
     from grader import hardware
 
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU build"

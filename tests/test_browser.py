@@ -38,13 +38,16 @@ def test_student_flips_a_card_and_answers_a_question(lab):
         page.locator(".card-reveal").first.click()
         expect(face).to_contain_text(plain(deck[0]["back"]))
 
-        # With the mouse over the deck: the right arrow moves on, space flips.
-        page.locator(".card-deck").first.hover()
+        # Once the deck has the focus (a click on the card): the right arrow moves on, space flips.
+        face.click()
         page.keyboard.press("ArrowRight")
         expect(face).to_contain_text(plain(deck[1]["front"]))
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[1]["back"]))
 
+        # Every choice reads as text: no literal tag or entity in any radio button label.
+        labels = page.locator(".widget-radio-box label").all_inner_texts()
+        assert labels and not [t for t in labels if "<" in t or "&lt;" in t or "&amp;" in t], labels
         right = question["choices"][question["answer"]]
         page.locator(".widget-radio-box").first.get_by_text(plain(right), exact=True).click()
         page.locator(".quiz-check").first.click()
@@ -75,7 +78,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
         # A card: space flips it, key 3 rates it Good and the next card comes up.
         face = page.locator(".card-face").first
         expect(face).to_contain_text(plain(deck[0]["front"]))
-        page.locator(".card-deck").first.hover()
+        face.click()  # the deck takes keys once it has the focus
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[0]["back"]))
         page.keyboard.press("3")
@@ -88,13 +91,15 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
             has_text=timed["badge"]).last
         for i, problem in enumerate(timed["problems"]):
             ddp.locator(".timed-start").click()
-            expect(ddp.locator(".timed-clock")).to_contain_text("remaining")
+            expect(ddp.locator(".timed-clock")).to_contain_text("attempt")
+            expect(ddp.locator(".timed-clock")).not_to_contain_text("not started")
             if i == 0:
                 wrong = problem["choices"][(problem["answer"] + 1) % len(problem["choices"])]
                 ddp.locator(".widget-radio-box").get_by_text(wrong, exact=True).click()
                 ddp.locator(".timed-submit").click()
-                expect(ddp.locator(".timed-feedback")).to_contain_text("1 left.")
-                expect(ddp.locator(".timed-feedback")).to_contain_text(plain(problem["explanation"]))
+                expect(ddp.locator(".timed-feedback")).to_contain_text("1 attempt left.")
+                expect(ddp.locator(".timed-feedback")).to_contain_text(plain(problem["hint"]))
+                expect(ddp.locator(".timed-feedback")).not_to_contain_text(plain(problem["explanation"]))
                 page.screenshot(path=str(ARTIFACTS / "study_timed_wrong.png"))
             right = problem["choices"][problem["answer"]]
             ddp.locator(".widget-radio-box").get_by_text(right, exact=True).click()
@@ -103,6 +108,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
             if i < 4:
                 ddp.locator(".timed-next").click()
         expect(ddp.locator(".timed-badge")).to_contain_text(f"Badge earned: {timed['badge']}")
+        expect(ddp.locator(".timed-summary")).to_contain_text("Set finished: 5 of 5 solved")
         page.screenshot(path=str(ARTIFACTS / "study_badge.png"))
 
         # The foundations set with 3 s per problem: the countdown runs out by itself.
@@ -111,16 +117,38 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
         short.locator(".timed-start").click()
         expect(short.locator(".timed-feedback")).to_contain_text("Time's up", timeout=15_000)
         expect(short.locator(".timed-clock")).to_contain_text("0:00")
+        expect(short.locator(".timed-clock")).to_contain_text("Time's up")
         page.screenshot(path=str(ARTIFACTS / "study_time_up.png"))
+        # Every problem runs out of time: the set ends with its summary, the badge not earned.
+        for _ in range(4):
+            short.locator(".timed-next").click()
+            short.locator(".timed-start").click()
+            expect(short.locator(".timed-feedback")).to_contain_text("Time's up", timeout=15_000)
+        expect(short.locator(".timed-summary")).to_contain_text("Set finished: 0 of 5 solved")
+        expect(short.locator(".timed-summary")).to_contain_text("Badge not earned")
+        short.locator(".timed-summary").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "study_set_not_earned.png"))
 
-        # Explain: a partial answer is scored "N of M concepts covered".
+        # Explain: a denial gets no concept ticked; then the learner marks a partial answer.
+        text, check = page.locator(".explain-text textarea").first, page.locator(".explain-check").first
+        result, ticks = page.locator(".explain-result").first, page.locator(".explain-judge").first.locator("input")
+        text.fill("DDP does NOT use multiple processes and needs no DistributedSampler; gradients are "
+                  "never all-reduced or averaged, and they drift apart and are never identical.")
+        check.click()
+        expect(result).to_contain_text("Suggested from your words: none")
+        expect(ticks).to_have_count(len(prompt["concepts"]))
+        assert not any(ticks.nth(i).is_checked() for i in range(len(prompt["concepts"])))
         first = prompt["concepts"][0]["phrases"][0]
-        page.locator(".explain-text textarea").first.fill(f"My answer: {first}.")
-        page.locator(".explain-check").first.click()
-        result = page.locator(".explain-result").first
-        expect(result).to_contain_text(f"of {len(prompt['concepts'])} concepts covered")
-        expect(result).to_contain_text(f"Covered: {prompt['concepts'][0]['name']}")
+        text.fill(f"My answer: {first}.")
+        check.click()
+        expect(result).to_contain_text("A model answer")
+        expect(result).to_contain_text(f"Suggested from your words: {prompt['concepts'][0]['name']}")
+        expect(ticks.first).to_be_checked()
+        page.locator(".explain-save").first.click()
+        expect(page.locator(".explain-saved").first).to_contain_text(
+            f"1 of {len(prompt['concepts'])} concepts by your own marking")
         result.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "study_explain.png"))
     saved = Progress().read()  # the kernel shares this run's progress file
     assert deck[0]["id"] in saved["cards"] and "ddp" in saved["badges"]
+    assert saved["explain"][prompt["id"]]["covered"] == [prompt["concepts"][0]["name"]]

@@ -7,7 +7,7 @@ import pytest
 from grader import content
 from grader.content import ContentError
 from grader.study.cards import Flashcards, load_deck, show_cards
-from grader.study.quiz import Quiz, load_questions, show_quiz
+from grader.study.quiz import Quiz, choice_label, load_questions, show_quiz
 
 
 @pytest.mark.parametrize("topic", content.topics("cards"))
@@ -101,8 +101,8 @@ def test_flashcards_keys():
     deck.press("ArrowLeft")
     deck.press("x")  # unknown keys are ignored
     assert deck.index == 0 and not deck.revealed
-    # The browser sends keydown events through ipyevents; the deck handles them the same way.
-    deck.keys._handle_mouse_msg(deck.keys, {"event": "keydown", "key": " "}, [])
+    # The browser sends the keys a focused deck takes as messages of its DeckKeys widget.
+    deck.keys._handle_custom_msg({"key": " "}, [])
     assert deck.revealed
 
 
@@ -124,8 +124,12 @@ def test_quiz_feedback_and_score_counts_first_answers():
     q0 = quiz.questions[0]
     wrong = (q0["answer"] + 1) % len(q0["choices"])
     assert quiz.answer(0, wrong) is False
-    assert "Not quite" in quiz.feedback[0].value and q0["explanation"] in quiz.feedback[0].value
+    # A wrong answer names neither the right choice nor the explanation that would give it away.
+    shown = quiz.feedback[0].value
+    assert "Not this one" in shown and "first answer" in shown and q0["explanation"] not in shown
+    assert choice_label(q0["choices"][q0["answer"]]) not in shown and q0["choices"][q0["answer"]] not in shown
     assert quiz.answer(0, q0["answer"]) is True
+    assert "only the first answer counts" in quiz.feedback[0].value and q0["explanation"] in quiz.feedback[0].value
     assert quiz.score == (0, 1)  # the first answer counts
     assert quiz.answer(1, quiz.questions[1]["answer"]) is True
     assert quiz.score == (1, 2) and "Score: 1 / " in quiz.score_label.value

@@ -3,17 +3,18 @@
 Decks are data: ``grader/content/cards/<topic>.json``, a list of cards each with an ``id``,
 a ``level`` (beginner, intermediate, advanced, expert), a ``front`` and a ``back``.
 After revealing a card, rating it (Again, Hard, Good, Easy) saves its next review date in
-the progress file (:mod:`.schedule`, :mod:`.progress`). With the mouse over a deck, keys
-work too: space flips, ← and → move, 1–4 rate.
+the progress file (:mod:`.schedule`, :mod:`.progress`). Once a deck has the keyboard focus
+(click it, or Tab to it), keys work too: space flips, ← and → move, 1–4 rate, Escape leaves.
 """
 
 import datetime
 import html
+import json
 import random
 from pathlib import Path
 
+import anywidget
 import ipywidgets as w
-from ipyevents import Event
 
 from ..content import HERE, LEVELS, load_entries, topics
 from . import schedule
@@ -22,6 +23,47 @@ from .progress import Progress
 CARD_FIELDS = {"level": str, "front": str, "back": str}
 KEYS = {" ": "flip", "ArrowRight": "next", "ArrowLeft": "previous",
         "1": "again", "2": "hard", "3": "good", "4": "easy"}
+
+
+class DeckKeys(anywidget.AnyWidget):
+    """Keys for the deck it sits in, only while that deck has the keyboard focus.
+
+    The deck becomes focusable (a click or Tab focuses it, with a visible ring; Escape gives
+    the focus back). The keys it uses go to the kernel and no further, so a JupyterLab
+    shortcut never fires on them; the pointer over a deck changes nothing, and typing in a
+    cell elsewhere never reaches the deck.
+    """
+
+    _esm = """
+    const KEYS = KEYS_JSON;
+    function render({ model, el }) {
+      el.style.display = "none";
+      const attach = () => {
+        const deck = el.closest(".card-deck");
+        if (!deck) { if (!el.isConnected) requestAnimationFrame(attach); return; }
+        if (deck.dataset.deckKeys) return;
+        deck.dataset.deckKeys = "on";
+        deck.tabIndex = 0;
+        deck.setAttribute("data-lm-suppress-shortcuts", "true");
+        deck.setAttribute("aria-label", "Flashcards: space flips, arrows move, 1 to 4 rate, Escape leaves");
+        deck.addEventListener("keydown", (e) => {
+          if (e.target.closest("input, textarea, select, [contenteditable]")) return;
+          if (e.key === "Escape") { deck.blur(); e.preventDefault(); e.stopPropagation(); return; }
+          if (!KEYS.includes(e.key) || e.ctrlKey || e.metaKey || e.altKey) return;
+          e.preventDefault();
+          e.stopPropagation();
+          model.send({ key: e.key });
+        });
+      };
+      requestAnimationFrame(attach);
+    }
+    export default { render };
+    """.replace("KEYS_JSON", json.dumps(list(KEYS)))
+    _css = """
+    .card-deck:focus { outline: 3px solid #1565c0 !important; outline-offset: 3px; border-radius: 4px; }
+    .card-deck:not(:focus) .card-keys-on { display: none; }
+    .card-deck:focus .card-keys-off { display: none; }
+    """
 
 
 def load_deck(topic_or_path):
@@ -42,12 +84,16 @@ def when_text(due, now):
     >>> t = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     >>> when_text(t + datetime.timedelta(minutes=10), t), when_text(t + datetime.timedelta(days=3), t)
     ('in 10 minutes', 'in 3 days (2026-01-04)')
+    >>> when_text(t + datetime.timedelta(seconds=50), t), when_text(t + datetime.timedelta(hours=1), t)
+    ('in 1 minute', 'in 1 hour')
     """
     seconds = (due - now).total_seconds()
     if seconds < 3600:
-        return f"in {max(1, round(seconds / 60))} minutes"
+        minutes = max(1, round(seconds / 60))
+        return f"in {minutes} minute{'s' * (minutes != 1)}"
     if seconds < 86400:
-        return f"in {round(seconds / 3600)} hours"
+        hours = round(seconds / 3600)
+        return f"in {hours} hour{'s' * (hours != 1)}"
     days = round(seconds / 86400)
     return f"in {days} day{'s' * (days != 1)} ({due.date().isoformat()})"
 
@@ -102,6 +148,8 @@ class Flashcards:
         self.shuffle_button.on_click(lambda _: self.shuffle())
         self.level.observe(lambda ch: self.filter(ch["new"]), names="value")
 
+        self.keys = DeckKeys()
+        self.keys.on_msg(lambda _, content, buffers: self.press(content.get("key", "")))
         self.widget = w.VBox([
             w.HTML(f"<b>{html.escape(title)}</b>") if title else w.HTML(),
             w.HBox([self.level, self.counter]),
@@ -109,13 +157,13 @@ class Flashcards:
             w.HBox([self.prev_button, self.reveal_button, self.next_button, self.shuffle_button]),
             w.HBox([w.Label("How well did you know it?"), *self.rate_buttons]),
             self.status,
-            w.HTML("<small>Mouse over the deck: <kbd>space</kbd> flips, <kbd>←</kbd> <kbd>→</kbd> "
-                   "move, <kbd>1</kbd>–<kbd>4</kbd> rate.</small>"),
+            w.HTML("<small><span class='card-keys-off'>Click the deck (or Tab to it) to use keys: "
+                   "</span><span class='card-keys-on'><b>Keys on</b>: </span><kbd>space</kbd> flips, "
+                   "<kbd>←</kbd> <kbd>→</kbd> move, <kbd>1</kbd>–<kbd>4</kbd> rate, <kbd>Esc</kbd> "
+                   "leaves the deck.</small>"),
+            self.keys,
         ])
         self.widget.add_class("card-deck")
-        # Keys reach the kernel while the mouse is over the deck (and nowhere else).
-        self.keys = Event(source=self.widget, watched_events=["keydown"])
-        self.keys.on_dom_event(lambda event: self.press(event.get("key", "")))
         self._render()
 
     @property

@@ -8,7 +8,7 @@ from ..content import topics
 from . import schedule
 from .cards import load_deck
 from .progress import Progress
-from .timed import load_set
+from .timed import MEDAL, load_set
 
 
 def summary(record, when=None):
@@ -39,9 +39,13 @@ def dashboard(progress="default"):
     """
     store = Progress() if progress == "default" else progress
     record = store.read()
-    rows = "".join(f"<tr><td>{t}</td><td>{n}</td><td>{seen}</td><td>{due}</td>"
-                   f"<td>{'🎖 ' + html.escape(b) if b else '—'}</td></tr>"
+    cell = "style='padding:3px 14px 3px 0;text-align:{}'"
+    left, right = cell.format("left"), cell.format("right")
+    rows = "".join(f"<tr><td {left}>{t}</td><td {right}>{n}</td><td {right}>{seen}</td><td {right}>{due}</td>"
+                   f"<td {left}>{MEDAL + ' ' + html.escape(b) if b else '—'}</td></tr>"
                    for t, n, seen, due, b in summary(record))
     notice = f"<p><i>{html.escape(store.notice)}</i></p>" if store.notice else ""
-    return w.HTML(f"{notice}<table class='study-dashboard'><tr><th>topic</th><th>cards</th>"
-                  f"<th>reviewed</th><th>due now</th><th>Badges</th></tr>{rows}</table>")
+    head = "".join(f"<th {left if i in (0, 4) else right}>{h}</th>"
+                   for i, h in enumerate(["topic", "cards", "reviewed", "due now", "Badges"]))
+    return w.HTML(f"{notice}<table class='study-dashboard' style='border-collapse:collapse'>"
+                  f"<tr>{head}</tr>{rows}</table>")

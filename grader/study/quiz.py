@@ -5,6 +5,8 @@ each with ``id``, ``question``, ``choices`` (at least two), ``answer`` (index of
 choice) and ``explanation``.
 """
 
+import html
+import re
 from pathlib import Path
 
 import ipywidgets as w
@@ -29,11 +31,23 @@ def load_questions(topic_or_path):
     return questions
 
 
+def choice_label(text):
+    """A choice as a radio button shows it: plain text, so markup becomes what it says.
+
+    >>> choice_label("<code>model.module.state_dict()</code> &amp; a <b>barrier</b>")
+    'model.module.state_dict() & a barrier'
+    """
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
 def check_choices(path, entry):
     """Raise :class:`ContentError` unless ``entry`` has two or more choices and a valid answer."""
     where = f"{path}: entry [{entry['id']}]"
     if len(entry["choices"]) < 2 or not all(isinstance(c, str) and c.strip() for c in entry["choices"]):
         raise ContentError(f"{where}: 'choices' needs at least two non-empty strings")
+    labels = [choice_label(c) for c in entry["choices"]]
+    if len(set(labels)) != len(labels):
+        raise ContentError(f"{where}: two choices read the same once shown as plain text: {labels}")
     if not 0 <= entry["answer"] < len(entry["choices"]):
         raise ContentError(f"{where}: 'answer' {entry['answer']} is not an index into "
                            f"{len(entry['choices'])} choices")
@@ -58,7 +72,8 @@ class Quiz:
         self.score_label.add_class("quiz-score")
         self.choices, self.feedback, rows = [], [], []
         for i, q in enumerate(self.questions):
-            radio = w.RadioButtons(options=q["choices"], value=None, layout=w.Layout(width="auto"))
+            radio = w.RadioButtons(options=[choice_label(c) for c in q["choices"]], value=None,
+                                   layout=w.Layout(width="auto"))
             check = w.Button(description="Check", button_style="primary")
             check.add_class("quiz-check")
             feedback = w.HTML()
@@ -67,7 +82,9 @@ class Quiz:
             self.choices.append(radio)
             self.feedback.append(feedback)
             rows.append(w.VBox([w.HTML(f"<b>Q{i + 1}.</b> {q['question']}"), radio, check, feedback]))
-        self.widget = w.VBox([*rows, self.score_label])
+        self.widget = w.VBox([w.HTML("<small>Each question's <b>first</b> answer is the one that "
+                                     "counts; you can keep trying to find the right one.</small>"),
+                              *rows, self.score_label])
         self._render_score()
 
     @property
@@ -86,18 +103,24 @@ class Quiz:
             self.feedback[i].value = "<i>Pick an answer first.</i>"
             return None
         right = radio.index == q["answer"]
-        self.first_answers.setdefault(i, right)
-        verdict = ("<span style='color:green'>✔ Right.</span>" if right else
-                   f"<span style='color:#c62828'>✘ Not quite: the answer is "
-                   f"“{q['choices'][q['answer']]}”.</span>")
-        self.feedback[i].value = f"{verdict} {q['explanation']}"
+        first = self.first_answers.setdefault(i, right)
+        if right and first:
+            text = f"<span style='color:green'>✔ Right.</span> {q['explanation']}"
+        elif right:
+            text = (f"<span style='color:green'>✔ Right</span>, but only the first answer counts: "
+                    f"this question scores 0. {q['explanation']}")
+        else:  # the explanation would give the answer away: it waits for the right one
+            text = ("<span style='color:#c62828'>✘ Not this one.</span> It scores 0 (the first answer "
+                    "is the one that counts). Think again and pick another: the explanation comes "
+                    "with the right answer.")
+        self.feedback[i].value = text
         self._render_score()
         return right
 
     def _render_score(self):
         right, answered = self.score
         self.score_label.value = (f"<b>Score: {right} / {len(self.questions)}</b> "
-                                  f"({answered} answered)")
+                                  f"({answered} answered; each question's first answer counts)")
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

@@ -22,11 +22,15 @@ import ipywidgets as w
 
 from ..content import HERE, ContentError, load_entries
 from .progress import Progress
-from .quiz import check_choices
+from .quiz import check_choices, choice_label
 
 KINDS = ("predict", "concept", "hyperparameter", "debug", "metrics")
-ICONS = {"predict": "❓ Predict the output", "concept": "🧠 Concept", "debug": "🔧 Debug",
-         "hyperparameter": "🎛 Hyperparameter", "metrics": "📈 Metrics"}
+KIND_NAMES = {"predict": "Predict the output", "concept": "Concept", "debug": "Debug",
+              "hyperparameter": "Hyperparameter", "metrics": "Metrics"}
+# Drawn inline, so it shows where no emoji font is installed (most hub images).
+MEDAL = ('<svg width="14" height="16" viewBox="0 0 14 16" aria-hidden="true" style="vertical-align:-2px">'
+         '<path d="M3 0h3l1 4 1-4h3l-2.5 6h-3z" fill="#1565c0"/>'
+         '<circle cx="7" cy="10.5" r="5" fill="#f9a825" stroke="#8d6e00"/></svg>')
 PROBLEM_FIELDS = {"kind": str, "level": str, "title": str, "question": str, "choices": list,
                   "answer": int, "hint": str, "explanation": str}
 
@@ -68,7 +72,7 @@ class Attempt:
     ('time', 0)
     """
 
-    def __init__(self, problem, seconds=120, attempts=2, clock=time.monotonic):
+    def __init__(self, problem, seconds=120, attempts=2, clock=time.time):
         self.problem, self.seconds, self.left, self.clock = problem, seconds, attempts, clock
         self.started = None
         self.solved = False
@@ -87,6 +91,28 @@ class Attempt:
     def over(self):
         return self.solved or self.left == 0 or self.remaining() == 0
 
+    def status(self):
+        """In words: 'not started', 'N left', 'solved', "time's up" or 'no attempts left'."""
+        if self.solved:
+            return "solved"
+        if self.started is None:
+            return "not started"
+        if self.left == 0:
+            return "no attempts left"
+        if self.remaining() == 0:
+            return "time's up"
+        return f"{self.left} attempt{'s' * (self.left != 1)} left"
+
+    def used(self):
+        """Seconds spent on it so far (at most its time)."""
+        return 0 if self.started is None else min(self.seconds, self.clock() - self.started)
+
+    def saved(self):
+        return {"started": self.started, "left": self.left, "solved": self.solved}
+
+    def restore(self, saved):
+        self.started, self.left, self.solved = saved["started"], saved["left"], saved["solved"]
+
     def answer(self, choice):
         """'right', 'wrong' (one attempt used), 'time' (too late) or 'over' (already done)."""
         self.start()
@@ -104,6 +130,12 @@ class Attempt:
 class ChallengeSet:
     """A timed set shown one problem at a time, with a live countdown and a badge.
 
+    A wrong answer gets a nudge (the hint) and the attempts left; the explanation comes once
+    the problem is closed (solved, out of attempts or out of time). Attempts and clocks are
+    saved with the progress, so a restarted kernel picks the set up where it was. When every
+    problem is closed, a summary gives the score, the time used, the badge (earned or not)
+    and what to review.
+
     >>> t = [0.0]
     >>> s = ChallengeSet(load_set("foundations"), clock=lambda: t[0], progress=None)
     >>> [s.submit(i, p["answer"]) for i, p in enumerate(s.set["problems"])]
@@ -112,11 +144,16 @@ class ChallengeSet:
     True
     """
 
-    def __init__(self, challenge_set, clock=time.monotonic, progress=None):
+    def __init__(self, challenge_set, clock=time.time, progress=None):
         self.set = challenge_set
         self.progress = progress
         self.attempts = [Attempt(p, challenge_set["seconds"], challenge_set["attempts"], clock)
                          for p in challenge_set["problems"]]
+        notice = ""
+        if progress is not None:  # a restarted kernel picks up the attempts and clocks
+            record, notice = progress.read(), progress.notice  # a file set aside is said at once
+            for attempt, saved in zip(self.attempts, record.get("timed", {}).get(challenge_set["id"], [])):
+                attempt.restore(saved)
         self.index = 0
         self.reported = set()  # problems whose time-out has been shown
 
@@ -124,16 +161,18 @@ class ChallengeSet:
         self.choices = w.RadioButtons(options=[], value=None, layout=w.Layout(width="auto"))
         self.start_button = w.Button(description="Start", button_style="success")
         self.submit_button = w.Button(description="Submit", button_style="primary")
-        self.hint_button = w.Button(description="💡 Hint")
+        self.hint_button = w.Button(description="Hint")
         self.prev_button, self.next_button = w.Button(description="◀"), w.Button(description="▶")
         self.feedback = w.HTML()
-        self.badge = w.HTML(html.escape(progress.opening_notice()) if progress is not None else "")
+        self.badge = w.HTML(html.escape(notice))
+        self.summary = w.HTML()
         # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
         self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
         for widget, css in [(self.clock_label, "timed-clock"), (self.feedback, "timed-feedback"),
                             (self.start_button, "timed-start"), (self.submit_button, "timed-submit"),
                             (self.hint_button, "timed-hint"), (self.next_button, "timed-next"),
-                            (self.badge, "timed-badge"), (self.header, "timed-header")]:
+                            (self.badge, "timed-badge"), (self.header, "timed-header"),
+                            (self.summary, "timed-summary")]:
             widget.add_class(css)
         self.start_button.on_click(lambda _: self.open(self.index))
         self.submit_button.on_click(lambda _: self.submit(self.index, self.choices.index))
@@ -142,14 +181,18 @@ class ChallengeSet:
         self.next_button.on_click(lambda _: self.show(self.index + 1))
         self.ticker.observe(lambda _: self._tick(), names="value")
         self.widget = w.VBox([
-            w.HTML(f"<b>🎖 {html.escape(challenge_set['badge'])}</b>: answer all five to earn the "
+            w.HTML(f"<b>{MEDAL} {html.escape(challenge_set['badge'])}</b>: answer all five to earn the "
                    f"badge. {challenge_set['seconds'] // 60}:{challenge_set['seconds'] % 60:02d} "
-                   f"and {challenge_set['attempts']} attempts per problem."),
+                   f"and {challenge_set['attempts']} attempts per problem; the explanation comes "
+                   f"once a problem is closed."),
             w.HBox([self.header, self.clock_label]), self.body, self.choices,
             w.HBox([self.start_button, self.submit_button, self.hint_button,
                     self.prev_button, self.next_button]),
-            self.feedback, self.badge, self.ticker])
+            self.feedback, self.badge, self.summary, self.ticker])
         self.show(0)
+        self._award()
+        if any(a.started is not None and not a.over for a in self.attempts):
+            self.ticker.playing = True  # a problem opened before a restart: its clock runs on
 
     @property
     def earned(self):
@@ -159,6 +202,7 @@ class ChallengeSet:
         """Show problem ``i`` and start its clock."""
         self.show(i)
         self.attempts[i].start()
+        self._save()
         self.ticker.playing = True
         self._render()
 
@@ -166,7 +210,7 @@ class ChallengeSet:
         """Show problem ``i`` without starting its clock."""
         self.index = i % len(self.attempts)
         problem = self.set["problems"][self.index]
-        self.choices.options = problem["choices"]
+        self.choices.options = [choice_label(c) for c in problem["choices"]]
         self.choices.value = None
         self.feedback.value = ""
         code = f"<pre>{html.escape(problem['code'])}</pre>" if problem.get("code") else ""
@@ -182,14 +226,17 @@ class ChallengeSet:
         outcome = attempt.answer(choice)
         if outcome == "right":
             text = f"<span style='color:green'>✔ Right.</span> {problem['explanation']}"
-        elif outcome == "wrong":
+        elif outcome == "wrong" and attempt.left:
             text = (f"<span style='color:#c62828'>✘ Not this one.</span> {self._left(attempt)} "
-                    + (self._reveal(problem) if attempt.left == 0 else problem["explanation"]))
+                    f"<i>A nudge: {problem['hint']}</i>")
+        elif outcome == "wrong":
+            text = f"<span style='color:#c62828'>✘ Not this one.</span> No attempts left. {self._reveal(problem)}"
         elif outcome == "time":
-            text = f"⏰ Time's up. {self._reveal(problem)}"
+            text = f"<b>Time's up.</b> {self._reveal(problem)}"
         else:
-            text = f"This problem is done. {self._reveal(problem)}"
+            text = f"This problem is closed. {self._reveal(problem)}"
         self.feedback.value = text
+        self._save()
         self._award()
         self._render()
         return outcome
@@ -200,20 +247,34 @@ class ChallengeSet:
 
     @staticmethod
     def _left(attempt):
-        return f"{attempt.left} left." if attempt.left else "No attempts left."
+        return f"{attempt.left} attempt{'s' * (attempt.left != 1)} left." if attempt.left else "No attempts left."
 
     def _hint(self):
-        self.feedback.value = f"💡 {self.set['problems'][self.index]['hint']}"
+        self.feedback.value = f"<b>Hint:</b> {self.set['problems'][self.index]['hint']}"
+
+    def _save(self):
+        if self.progress is not None:
+            self.progress.update(lambda r: r.setdefault("timed", {}).__setitem__(
+                self.set["id"], [a.saved() for a in self.attempts]))
 
     def _award(self):
-        if not self.earned:
+        """Once every problem is closed: the summary, and the badge if every one was solved."""
+        if not all(a.over for a in self.attempts):
             return
-        self.badge.value = f"<b>🎖 Badge earned: {html.escape(self.set['badge'])}</b>"
-        if self.progress is not None:
-            today = datetime.date.today().isoformat()
-            self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
-            if self.progress.notice:
-                self.badge.value += f"<br>{html.escape(self.progress.notice)}"
+        if self.earned:
+            self.badge.value = f"<b>{MEDAL} Badge earned: {html.escape(self.set['badge'])}</b>"
+            if self.progress is not None:
+                today = datetime.date.today().isoformat()
+                self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
+                if self.progress.notice:
+                    self.badge.value += f"<br>{html.escape(self.progress.notice)}"
+        solved = sum(a.solved for a in self.attempts)
+        used = round(sum(a.used() for a in self.attempts))
+        review = [html.escape(p["title"]) for p, a in zip(self.set["problems"], self.attempts) if not a.solved]
+        self.summary.value = (
+            f"<b>Set finished: {solved} of {len(self.attempts)} solved</b> in {used // 60}:{used % 60:02d}. "
+            + (f"Badge earned: {html.escape(self.set['badge'])}." if self.earned else
+               f"Badge not earned (it needs all {len(self.attempts)}). To review: {'; '.join(review)}."))
 
     def _tick(self):
         attempt = self.attempts[self.index]
@@ -221,20 +282,19 @@ class ChallengeSet:
                 and attempt.left and self.index not in self.reported:
             self.reported.add(self.index)
             problem = self.set["problems"][self.index]
-            self.feedback.value = f"⏰ Time's up. {self._reveal(problem)}"
+            self.feedback.value = f"<b>Time's up.</b> {self._reveal(problem)}"
+            self._award()
         if not any(a.started is not None and not a.over for a in self.attempts):
             self.ticker.playing = False  # nothing is running: stop ticking
         self._render()
 
     def _render(self):
         problem, attempt = self.set["problems"][self.index], self.attempts[self.index]
-        self.header.value = (f"<b>{self.index + 1}/{len(self.attempts)} · {ICONS[problem['kind']]}"
+        self.header.value = (f"<b>{self.index + 1}/{len(self.attempts)} · {KIND_NAMES[problem['kind']]}"
                              f"</b> · {problem['level']} · {html.escape(problem['title'])}")
         left = attempt.remaining()
-        state = ("✔ solved" if attempt.solved else "not started" if attempt.started is None
-                 else "over" if attempt.over else "")
-        self.clock_label.value = (f"&nbsp;⏱ <b>{left // 60}:{left % 60:02d}</b> remaining · "
-                                  f"Attempts: {self._left(attempt)} {state}")
+        self.clock_label.value = (f"&nbsp;Time left <b>{left // 60}:{left % 60:02d}</b> · "
+                                  f"{attempt.status().capitalize()}")
         self.start_button.disabled = attempt.started is not None
         self.submit_button.disabled = attempt.started is None or attempt.over
 
