@@ -125,13 +125,14 @@ def loss_curves(curves, title="", xlabel="epochs"):
 
     >>> fig = loss_curves({"batch 32": [(0.5, 1.0), (1, 0.6)], "batch 256": [(0.5, 1.2), (1, 0.9)]})
     """
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
     for label, points in curves.items():
         ax.plot(*zip(*points), label=label)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss")
     ax.set_yscale("log")
-    return _finish(fig, ax, title, fontsize=8)
+    # Beside the axes, where it can never cover a curve.
+    return _finish(fig, ax, title, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
 def throughput_curves(batches, samples_per_second, title=""):
@@ -167,8 +168,14 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
         ax.annotate(f"{amdahl(serial, n):.2f}x at {n}", (n, amdahl(serial, n)), textcoords="offset points",
                     xytext=(-10, 8), ha="right", fontsize=8)
         ax.plot([n], [amdahl(serial, n)], "x", color="C1")
-    ax.set_xscale("log", base=2)
+    ticks = [2 ** k for k in range(int(np.log2(top)) + 1)]
+    _log2_ticks(ax, ticks)  # 1, 2, 4 ... on both axes, not 2⁰, 2¹, 2²
     ax.set_yscale("log", base=2)
+    ax.set_yticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("ranks")
     ax.set_ylabel("speedup")
-    return _finish(fig, ax, title, fontsize=8)
+    if len(ns) < 3:  # two points leave one degree of freedom: the noise decides the fraction
+        ax.text(0.02, 0.97, f"fitted from {len(ns)} points only: a rough guess, not a prediction",
+                transform=ax.transAxes, va="top", fontsize=8, color="#c62828")
+    return _finish(fig, ax, title, fontsize=8, loc="lower right")

@@ -277,3 +277,25 @@ def test_bubble_sweep_draws_the_formula_as_a_line_and_the_measurements_as_points
     assert formula.get_ydata()[0] == pytest.approx(0.5) and formula.get_ydata()[-1] == pytest.approx(1 / 9)
     assert list(measured.get_xdata()) == [1, 2, 4, 8] and list(measured.get_ydata()) == [0.52, 0.36, 0.22, 0.13]
     plt.close(fig)
+
+
+def test_the_amdahl_plot_labels_rank_counts_in_full_and_warns_on_a_two_point_fit():
+    fig = plots.amdahl_fit([1, 2], [1.0, 1.1], serial=0.8)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8", "16", "32", "64"]
+    assert "1" in [t.get_text() for t in ax.get_yticklabels()]
+    assert any("2 points only" in t.get_text() for t in ax.texts)
+    plt.close(fig)
+    fig = plots.amdahl_fit([1, 2, 4, 8], [1.0, 1.8, 3.1, 4.9], serial=0.1)
+    assert not any("points only" in t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
+
+
+def test_the_loss_curves_legend_sits_beside_the_axes_not_over_the_curves():
+    fig = plots.loss_curves({f"batch {b}": [(0.5, 1.0), (1, 0.6)] for b in (32, 64, 128, 256)})
+    fig.canvas.draw()
+    ax, legend = fig.axes[0], fig.axes[0].get_legend()
+    renderer = fig.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    plt.close(fig)

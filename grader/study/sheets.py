@@ -55,8 +55,9 @@ def render(topic):
     """
     sheet, cards = load_sheet(topic), load_deck(topic)
     lines = [f"# Cheat sheet: {sheet['topic']}", "",
-             f"Generated from the course's review content (`grader/content/*/{topic}.json`) by "
-             f"`make sheets`; do not edit by hand.", "", "## Key facts", ""]
+             # For maintainers only: a comment, which the rendered sheet does not show.
+             f"<!-- Generated from grader/content/*/{topic}.json by `make sheets`; do not edit by hand. -->",
+             "", "## Key facts", ""]
     for level in LEVELS:
         mine = [c for c in cards if c["level"] == level]
         if mine:
