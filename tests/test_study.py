@@ -130,6 +130,40 @@ def test_rating_a_revealed_card_saves_its_schedule_and_moves_on(store):
     assert deck.index == 1 and "comes back in 10 minutes" in deck.status.value
 
 
+def test_a_session_brings_again_back_keeps_its_place_when_filtered_and_counts_down(store):
+    deck = [{"id": f"s-{i}", "level": level, "front": f"F{i}", "back": f"B{i}"}
+            for i, level in enumerate(["beginner", "beginner", "expert", "beginner"])]
+    session = Flashcards(deck, progress=store, session=True, clock=lambda: T0, fuzz=False)
+    assert "4 left today" in session.counter.value
+    session.flip()
+    assert [b.description for b in session.rate_buttons] == \
+        ["Again · 1 minute", "Hard · 6 minutes", "Good · 10 minutes", "Easy · 8 days"]
+    session.rate("again")  # s-0 goes to the back of the queue, not out of it
+    assert session.card["id"] == "s-1" and "later in this session" in session.status.value
+    assert [c["id"] for c in session.queue] == ["s-1", "s-2", "s-3", "s-0"]
+    assert "4 left today" in session.counter.value
+    session.flip(); session.rate("good")
+    assert "3 left today" in session.counter.value and "No saved progress" not in session.status.value
+    session.level.value = "expert"  # narrows the view; the session and its order stay
+    assert [c["id"] for c in session.cards] == ["s-2"]
+    session.flip(); session.rate("good")
+    assert "No cards at this level (2 left at other levels)" in session.face.value
+    session.level.value = "all levels"
+    assert [c["id"] for c in session.cards] == ["s-3", "s-0"] and "2 left today" in session.counter.value
+
+
+def test_new_cards_have_a_daily_limit_that_a_restart_keeps(store):
+    session = review_due(["ddp"], new=10, progress=store, clock=lambda: T0, new_per_day=4)
+    assert len(session.cards) == 4 and "new cards today: 0 of 4" in session.widget.children[0].value
+    for _ in range(3):
+        session.flip()
+        session.rate("good")
+    again = review_due(["ddp"], new=10, progress=store, clock=lambda: T0, new_per_day=4)  # a restart
+    assert len(again.cards) == 1 and "new cards today: 3 of 4" in again.widget.children[0].value
+    tomorrow = T0 + datetime.timedelta(days=1)
+    assert len(review_due(["ddp"], new=10, progress=store, clock=lambda: tomorrow, new_per_day=4).cards) >= 4
+
+
 def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
     first = {"fnd": load_deck("foundations")[0], "ddp": load_deck("ddp")[0]}
     store.update(lambda r: r["cards"].update({c["id"]: schedule.review(None, "again", T0, fuzz=False)
@@ -138,7 +172,7 @@ def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
     session = review_due(new=1, progress=store, clock=lambda: later)
     ids = [c["id"] for c in session.cards]
     assert sorted(ids[:2]) == sorted(c["id"] for c in first.values())
-    assert len(ids) == 2 + len(topics("cards")) and "2 to review" in session.widget.children[0].value
+    assert len(ids) == 2 + len(topics("cards")) and "2 due" in session.widget.children[0].value
     while session.cards:  # rating every card ends the session
         session.flip()
         session.rate("easy")

@@ -101,8 +101,11 @@ def when_text(due, now):
 class Flashcards:
     """A deck shown one card at a time; rating a revealed card schedules it.
 
-    ``session=True`` makes it a review session: a rated card leaves the queue.
-    ``progress=None`` keeps nothing (ratings only move on); ``clock`` gives the time.
+    ``session=True`` makes it a review session, as Anki's: a rated card leaves the queue, but
+    one rated Again comes back later in the same session; the counter says how many are left,
+    and the level filter only narrows what is shown (the session and its order stay).
+    Each rating button shows the interval it would give. ``progress=None`` keeps nothing
+    (ratings only move on); ``clock`` gives the time.
 
     >>> import tempfile, pathlib
     >>> store = Progress(pathlib.Path(tempfile.mkdtemp()) / "progress.json")
@@ -118,7 +121,9 @@ class Flashcards:
     def __init__(self, cards, seed=None, progress=None, session=False, clock=schedule.now,
                  fuzz=True, title=""):
         self.all_cards = list(cards)
-        self.cards = list(self.all_cards)
+        self.queue = list(self.all_cards)  # what is left (a session shrinks it), in order
+        self.cards = list(self.queue)  # what the level filter shows of it
+        self.wanted = None
         self.index = 0
         self.revealed = False
         self.progress, self.session, self.clock, self.fuzz = progress, session, clock, fuzz
@@ -191,14 +196,18 @@ class Flashcards:
         self._render()
 
     def shuffle(self):
-        self._rng.shuffle(self.cards)
-        self.index, self.revealed = 0, False
-        self._render()
+        self._rng.shuffle(self.queue)
+        self._view()
 
     def filter(self, level):
-        wanted = None if level == "all levels" else level
-        self.cards = [c for c in self.all_cards if wanted in (None, c["level"])]
-        self.index, self.revealed = 0, False
+        self.wanted = None if level == "all levels" else level
+        self._view()
+
+    def _view(self, keep=None):
+        """Show the queue's cards at the chosen level, on ``keep`` if it is still there."""
+        self.cards = [c for c in self.queue if self.wanted in (None, c["level"])]
+        self.index = self.cards.index(keep) if keep in self.cards else 0
+        self.revealed = False
         self._render()
 
     def rate(self, rating):
@@ -210,16 +219,25 @@ class Flashcards:
         when = self.clock()
         state = None
         if self.progress is not None:
-            record = self.progress.update(lambda r: r["cards"].__setitem__(
-                card["id"], schedule.review(r["cards"].get(card["id"]), rating, when, self.fuzz)))
-            state = record["cards"][card["id"]]
+            def change(r):
+                if card["id"] not in r["cards"]:  # a new card: it counts against today's limit
+                    today = r.get("new_today", {})
+                    ids = today.get("ids", []) if today.get("date") == when.date().isoformat() else []
+                    r["new_today"] = {"date": when.date().isoformat(), "ids": [*ids, card["id"]]}
+                r["cards"][card["id"]] = schedule.review(r["cards"].get(card["id"]), rating, when, self.fuzz)
+            state = self.progress.update(change)["cards"][card["id"]]
+            # The file's notice (missing, set aside) was said on opening; now it holds this rating.
             self.status.value = (f"{rating.capitalize()}: this card comes back "
-                                 f"{when_text(schedule.due_at(state), when)}. {self.progress.notice}")
+                                 f"{when_text(schedule.due_at(state), when)}.")
         if self.session:
-            self.cards.remove(card)
-            self.index = self.index % len(self.cards) if self.cards else 0
-            self.revealed = False
-            self._render()
+            position = self.cards.index(card)
+            self.queue.remove(card)
+            if rating == "again":  # a learning step: it comes back after the others
+                self.queue.append(card)
+                if state is not None:
+                    self.status.value += " It comes back later in this session."
+            following = self.cards[position + 1:] + self.cards[:position]
+            self._view(keep=next((c for c in following if c in self.queue), None))
         else:
             self.move(1)
         return state
@@ -229,11 +247,21 @@ class Flashcards:
         for button in self.rate_buttons:
             button.disabled = not self.revealed
         if card is None:
-            self.counter.value = ""
+            self.counter.value = f"{len(self.queue)} left today" if self.session else ""
+            others = f" ({len(self.queue)} left at other levels)" if self.queue else ""
             self.face.value = ("<p><b>All done for now.</b> Come back when more cards are due.</p>"
-                               if self.session else "<p>No cards at this level.</p>")
+                               if self.session and not self.queue else f"<p>No cards at this level{others}.</p>")
             return
         self.counter.value = f"card {self.index + 1} of {len(self.cards)}"
+        if self.session:
+            self.counter.value += f" · {len(self.queue)} left today"
+        for rating, button in zip(schedule.RATINGS, self.rate_buttons):
+            button.description = rating.capitalize()
+            if self.revealed and self.progress is not None:
+                state = self.progress.read()["cards"].get(card["id"])
+                when = self.clock()
+                due = schedule.due_at(schedule.review(state, rating, when, fuzz=False))
+                button.description += f" · {when_text(due, when)[3:].split(' (')[0]}"
         side = card["back"] if self.revealed else card["front"]
         label = "answer" if self.revealed else "question"
         colour = "#e8f5e9" if self.revealed else "#e3f2fd"
@@ -262,10 +290,12 @@ def show_cards(topic, level=None, seed=None, progress="default"):
     return deck
 
 
-def review_due(topic_names=None, new=5, progress="default", clock=schedule.now):
+def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, new_per_day=20):
     """Today's review session: every card due now, from every topic, then a few new ones.
 
-    ``new`` is how many never-seen cards each topic adds.
+    ``new`` is how many never-seen cards each topic adds, and ``new_per_day`` caps the new
+    cards of a day, all sessions together (the progress file counts them, so a restart
+    does not start the count again).
 
     >>> import tempfile, pathlib
     >>> session = review_due(["ddp"], new=3, progress=Progress(pathlib.Path(tempfile.mkdtemp()) / "p.json"))
@@ -273,11 +303,17 @@ def review_due(topic_names=None, new=5, progress="default", clock=schedule.now):
     3
     """
     store = Progress() if progress == "default" else progress
-    schedules = store.read()["cards"] if store else {}
+    record = store.read() if store else {"cards": {}}
+    schedules = record["cards"]
     when = clock()
+    today = record.get("new_today", {})
+    introduced = len(today.get("ids", [])) if today.get("date") == when.date().isoformat() else 0
     cards = [c for topic in (topic_names or topics("cards"))
              for c in schedule.due(load_deck(topic), schedules, when, new=new)]
     cards.sort(key=lambda c: c["id"] not in schedules)  # due cards before new ones
     seen = sum(c["id"] in schedules for c in cards)
+    cards = cards[:seen + max(0, new_per_day - introduced)]
+    fresh = len(cards) - seen
     return Flashcards(cards, progress=store, session=True, clock=clock,
-                      title=f"Due now: {seen} to review, {len(cards) - seen} new")
+                      title=f"Today's review: {seen} due, {fresh} new (new cards today: "
+                            f"{introduced} of {new_per_day} a day)")
