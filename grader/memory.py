@@ -194,6 +194,13 @@ def estimate(*, layers, hidden, heads, seq, batch, precision="fp32", data=1, zer
         raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
     if batch % (data * micro_batches):
         raise ValueError(f"a global batch of {batch} does not split into {data} ranks x {micro_batches} micro-batches")
+    if hidden % heads:
+        raise ValueError(f"a hidden size of {hidden} does not split into {heads} heads "
+                         f"(each head gets hidden / heads dimensions)")
+    if heads % tensor:
+        raise ValueError(f"{heads} heads do not split over {tensor} tensor-parallel ranks")
+    if layers < pipeline:
+        raise ValueError(f"{layers} layers cannot fill {pipeline} pipeline stages")
     params = layers * block_params(hidden)
     result = {"params": params, **per_rank(params, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
                                            precision=precision)}
@@ -503,8 +510,9 @@ def calculator(**start):
     def look(name):
         return dict(description=name, layout=w.Layout(width="210px"), style={"description_width": "95px"})
 
-    def number(name, value, lo, hi):
-        return w.BoundedIntText(value=start.get(name, value), min=lo, max=hi, **look(name))
+    def number(name, value, lo, hi):  # the table follows every keystroke, not only Enter
+        return w.BoundedIntText(value=start.get(name, value), min=lo, max=hi, continuous_update=True,
+                                **look(name))
 
     def choice(name, options):
         return w.Dropdown(options=options, value=start.get(name, options[0]), **look(name))
@@ -519,20 +527,25 @@ def calculator(**start):
         "schedule": choice("schedule", ["1f1b", "gpipe"]),
         "checkpointing": w.Checkbox(value=start.get("checkpointing", False), description="checkpointing"),
     }
-    device_gb = w.BoundedFloatText(value=start.get("device_gb", 80.0), min=0.001, max=1e6, **look("device GB"))
+    device_gb = w.BoundedFloatText(value=start.get("device_gb", 80.0), min=0.001, max=1e6,
+                                   continuous_update=True, **look("device GB"))
     table = w.HTML()
 
     def update(_=None):
         try:
             e = estimate(**{name: field.value for name, field in fields.items()})
         except ValueError as error:
-            table.value = f"<b>{error}</b>"
+            table.value = (f"<p style='color:#b71c1c'><b>Not a possible shape:</b> {error}.</p>")
             return
         fits = e["total"] <= device_gb.value * 1e9
-        rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{_size(e[kind])}</td></tr>"
+        rows = "".join(f"<tr><td style='padding-right:14px'>{kind}</td>"
+                       f"<td style='text-align:right'>{_size(e[kind])}</td></tr>"
                        for kind in ("parameters", "gradients", "optimizer", "activations", "total"))
-        table.value = (f"<p>{e['params']:,} parameters; bytes per device:</p><table>{rows}</table>"
-                       f"<p><b>{'fits' if fits else 'does not fit'}</b> in {device_gb.value:g} GB</p>")
+        verdict = (f"<p style='padding:4px 8px;border-radius:4px;display:inline-block;"
+                   + ("background:#e8f5e9;color:#1b5e20'><b>Fits</b>" if fits else
+                      "background:#ffebee;color:#b71c1c;font-size:115%'><b>Does not fit</b>")
+                   + f" in {device_gb.value:g} GB per device</p>")
+        table.value = f"<p>{e['params']:,} parameters; bytes per device:</p><table>{rows}</table>{verdict}"
 
     for field in [*fields.values(), device_gb]:
         field.observe(update, names="value")

@@ -110,11 +110,16 @@ def test_the_calculator_widget_follows_its_fields():
     box = memory.calculator(layers=4, hidden=64, heads=4, seq=64, batch=8, device_gb=0.01)
     fields = {f.description: f for column in box.children[0].children for f in column.children}
     table = box.children[-1]
-    assert "13.73 MB" in table.value and "does not fit" in table.value
+    assert "13.73 MB" in table.value and "Does not fit" in table.value and "#ffebee" in table.value
+    assert all(f.continuous_update for f in fields.values() if hasattr(f, "continuous_update"))
     fields["zero"].value, fields["data"].value = 3, 2  # ZeRO-3 over 2 ranks: 6.88 MB per device
-    assert "6.88 MB" in table.value and "fits" in table.value and "not" not in table.value
+    assert "6.88 MB" in table.value and "Fits" in table.value and "not" not in table.value
     fields["batch"].value = 7  # 7 samples do not split over 2 ranks: said, not raised
-    assert "does not split" in table.value
+    assert "Not a possible shape" in table.value and "does not split" in table.value
+    fields["batch"].value, fields["hidden"].value, fields["heads"].value = 8, 1600, 7  # as a student tried
+    assert "hidden size of 1600 does not split into 7 heads" in table.value
+    fields["heads"].value = 25
+    assert "Not a possible shape" not in table.value and "parameters" in table.value
 
 
 def observe_cuda(monkeypatch, events, allocated=()):
