@@ -45,11 +45,12 @@ def test_student_flips_a_card_and_answers_a_question(lab):
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[1]["back"]))
 
-        # Every choice reads as text: no literal tag or entity in any radio button label.
-        labels = page.locator(".widget-radio-box label").all_inner_texts()
+        # Every choice reads as the course wrote it: code as code, no literal tag or entity.
+        labels = page.locator(".choice-list label").all_inner_texts()
         assert labels and not [t for t in labels if "<" in t or "&lt;" in t or "&amp;" in t], labels
+        assert page.locator(".choice-list label code").count() >= 5  # lesson 01's quiz has five
         right = question["choices"][question["answer"]]
-        page.locator(".widget-radio-box").first.get_by_text(plain(right), exact=True).click()
+        page.locator(".choice-list").first.get_by_text(plain(right), exact=True).click()
         page.locator(".quiz-check").first.click()
         expect(page.locator(".quiz-feedback").first).to_contain_text("Right")
         expect(page.locator(".quiz-score").first).to_contain_text("Score: 1 /")
@@ -95,14 +96,14 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
             expect(ddp.locator(".timed-clock")).not_to_contain_text("not started")
             if i == 0:
                 wrong = problem["choices"][(problem["answer"] + 1) % len(problem["choices"])]
-                ddp.locator(".widget-radio-box").get_by_text(wrong, exact=True).click()
+                ddp.locator(".choice-list").get_by_text(wrong, exact=True).click()
                 ddp.locator(".timed-submit").click()
                 expect(ddp.locator(".timed-feedback")).to_contain_text("1 attempt left.")
                 expect(ddp.locator(".timed-feedback")).to_contain_text(plain(problem["hint"]))
                 expect(ddp.locator(".timed-feedback")).not_to_contain_text(plain(problem["explanation"]))
                 page.screenshot(path=str(ARTIFACTS / "study_timed_wrong.png"))
             right = problem["choices"][problem["answer"]]
-            ddp.locator(".widget-radio-box").get_by_text(right, exact=True).click()
+            ddp.locator(".choice-list").get_by_text(right, exact=True).click()
             ddp.locator(".timed-submit").click()
             expect(ddp.locator(".timed-feedback")).to_contain_text("Right")
             if i < 4:

@@ -139,3 +139,20 @@ def test_quiz_check_without_choice_asks_for_one():
     quiz = Quiz(load_questions("data_parallel"))
     assert quiz._check(0) is None and "Pick an answer" in quiz.feedback[0].value
     assert quiz.score == (0, 0)
+
+
+def test_markup_in_a_field_shown_as_plain_text_is_refused_with_the_file_and_entry(tmp_path):
+    from grader.content import HERE, ContentError
+    from grader.study.explain import load_prompts
+    from grader.study.timed import load_set
+
+    timed = json.loads((HERE / "timed" / "ddp.json").read_text())
+    timed["problems"][0]["title"] = "Why <code>no_sync</code>?"
+    (tmp_path / "timed.json").write_text(json.dumps(timed))
+    with pytest.raises(ContentError, match=rf"timed.json: entry \[{timed['problems'][0]['id']}\]: 'title'.*<code>"):
+        load_set(tmp_path / "timed.json")
+    explain = json.loads((HERE / "explain" / "ddp.json").read_text())
+    explain["prompts"][0]["concepts"][0]["name"] = "gradients &amp; buckets"
+    (tmp_path / "explain.json").write_text(json.dumps(explain))
+    with pytest.raises(ContentError, match=r"explain.json: entry \[ddp-explain-01\].*&amp;"):
+        load_prompts(tmp_path / "explain.json")

@@ -74,3 +74,21 @@ def load_entries(path, list_key, required):
         if "level" in required and entry["level"] not in LEVELS:
             raise ContentError(f"{where}: level {entry['level']!r} is not one of {', '.join(LEVELS)}")
     return entries
+
+
+MARKUP = re.compile(r"<[a-zA-Z/!][^>]*>|&[a-zA-Z]+;|&#\d+;")
+
+
+def check_plain(path, entry_id, field, text):
+    """Raise :class:`ContentError` if ``text``, a field the widgets show as plain text, holds markup.
+
+    >>> check_plain("x.json", "a-1", "title", "Two ranks, one batch")
+    >>> check_plain("x.json", "a-1", "title", "<code>no_sync</code> saves time")
+    Traceback (most recent call last):
+    ...
+    grader.content.ContentError: x.json: entry [a-1]: 'title' is shown as plain text; it holds markup: '<code>'
+    """
+    found = MARKUP.search(text)
+    if found:
+        raise ContentError(f"{path}: entry [{entry_id}]: {field!r} is shown as plain text; "
+                           f"it holds markup: {found.group()!r}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from ..content import HERE, ContentError, load_entries
+from ..content import HERE, ContentError, check_plain, load_entries
 from . import schedule
 from .cards import when_text
 from .progress import Progress
@@ -110,6 +110,8 @@ def load_prompts(topic_or_path):
                     and all(isinstance(p, str) and words(p) for p in c["phrases"])):
                 raise ContentError(f"{path}: entry [{prompt['id']}]: concept {j} needs a 'name' "
                                    f"and a non-empty list of 'phrases'")
+        for c in prompt["concepts"]:  # a concept's name is a checkbox's label
+            check_plain(path, prompt["id"], "concepts' name", c["name"])
         if len(prompt["concepts"]) < 2:
             raise ContentError(f"{path}: entry [{prompt['id']}]: needs at least two concepts")
     return prompts

@@ -9,7 +9,9 @@ import html
 import re
 from pathlib import Path
 
+import anywidget
 import ipywidgets as w
+import traitlets
 
 from ..content import HERE, ContentError, load_entries
 
@@ -31,8 +33,52 @@ def load_questions(topic_or_path):
     return questions
 
 
+class Choices(anywidget.AnyWidget):
+    """Answer choices as radio buttons whose labels are HTML, so code in a choice shows as code.
+
+    ``index`` is the chosen one (None before a choice); arrow keys move between them as in
+    any radio group.
+
+    >>> Choices(options=["<code>model.module</code>", "model"]).index is None
+    True
+    """
+
+    options = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    index = traitlets.Int(None, allow_none=True).tag(sync=True)
+    _esm = """
+    function render({ model, el }) {
+      const name = "choice-" + Math.random().toString(36).slice(2);
+      el.classList.add("choice-list");
+      el.setAttribute("role", "radiogroup");
+      const draw = () => {
+        el.replaceChildren();
+        model.get("options").forEach((html, i) => {
+          const label = document.createElement("label");
+          const input = document.createElement("input");
+          input.type = "radio"; input.name = name; input.checked = model.get("index") === i;
+          input.addEventListener("change", () => { model.set("index", i); model.save_changes(); });
+          const text = document.createElement("span");
+          text.innerHTML = html;  // the course's own content
+          label.append(input, text);
+          el.append(label);
+        });
+      };
+      model.on("change:options", draw);
+      model.on("change:index", () => el.querySelectorAll("input").forEach(
+        (input, i) => { input.checked = model.get("index") === i; }));
+      draw();
+    }
+    export default { render };
+    """
+    _css = """
+    .choice-list { display: flex; flex-direction: column; gap: 3px; margin: 4px 0 6px; }
+    .choice-list label { display: flex; gap: 8px; align-items: baseline; cursor: pointer; }
+    .choice-list code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
+    """
+
+
 def choice_label(text):
-    """A choice as a radio button shows it: plain text, so markup becomes what it says.
+    """A choice as plain text shows it (Anki's export, the cheat sheets): markup becomes what it says.
 
     >>> choice_label("<code>model.module.state_dict()</code> &amp; a <b>barrier</b>")
     'model.module.state_dict() & a barrier'
@@ -72,8 +118,7 @@ class Quiz:
         self.score_label.add_class("quiz-score")
         self.choices, self.feedback, rows = [], [], []
         for i, q in enumerate(self.questions):
-            radio = w.RadioButtons(options=[choice_label(c) for c in q["choices"]], value=None,
-                                   layout=w.Layout(width="auto"))
+            radio = Choices(options=q["choices"])
             check = w.Button(description="Check", button_style="primary")
             check.add_class("quiz-check")
             feedback = w.HTML()

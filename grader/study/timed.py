@@ -20,9 +20,9 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from ..content import HERE, ContentError, load_entries
+from ..content import HERE, ContentError, check_plain, load_entries
 from .progress import Progress
-from .quiz import check_choices, choice_label
+from .quiz import Choices, check_choices
 
 KINDS = ("predict", "concept", "hyperparameter", "debug", "metrics")
 KIND_NAMES = {"predict": "Predict the output", "concept": "Concept", "debug": "Debug",
@@ -49,6 +49,7 @@ def load_set(topic_or_path):
     top = json.loads(path.read_text(encoding="utf-8"))
     for p in problems:
         check_choices(path, p)
+        check_plain(path, p["id"], "title", p["title"])
         if p["kind"] not in KINDS:
             raise ContentError(f"{path}: entry [{p['id']}]: kind {p['kind']!r} is not one of {', '.join(KINDS)}")
         if p["kind"] == "predict" and not isinstance(p.get("code"), str):
@@ -158,7 +159,7 @@ class ChallengeSet:
         self.reported = set()  # problems whose time-out has been shown
 
         self.header, self.clock_label, self.body = w.HTML(), w.HTML(), w.HTML()
-        self.choices = w.RadioButtons(options=[], value=None, layout=w.Layout(width="auto"))
+        self.choices = Choices()
         self.start_button = w.Button(description="Start", button_style="success")
         self.submit_button = w.Button(description="Submit", button_style="primary")
         self.hint_button = w.Button(description="Hint")
@@ -210,8 +211,8 @@ class ChallengeSet:
         """Show problem ``i`` without starting its clock."""
         self.index = i % len(self.attempts)
         problem = self.set["problems"][self.index]
-        self.choices.options = [choice_label(c) for c in problem["choices"]]
-        self.choices.value = None
+        self.choices.options = problem["choices"]
+        self.choices.index = None
         self.feedback.value = ""
         code = f"<pre>{html.escape(problem['code'])}</pre>" if problem.get("code") else ""
         self.body.value = f"<p>{problem['question']}</p>{code}"
