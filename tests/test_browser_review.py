@@ -1,0 +1,66 @@
+"""A self-learner's review session and timed set in JupyterLab, across a kernel restart."""
+
+import pytest
+
+from browser import ARTIFACTS, browser_page, notebook, plain, run_all, start_lab
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+REVIEW = notebook("from grader.study import review_due, show_timed",
+                  'review_due(["data_parallel"], new=3)',
+                  'show_timed("ddp")')
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    yield from start_lab(tmp_path_factory.mktemp("lab"), {"review.ipynb": REVIEW})
+
+
+def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
+    from playwright.sync_api import expect
+
+    from grader.study.cards import load_deck
+    from grader.study.timed import load_set
+
+    url, token = lab
+    expect.set_options(timeout=30_000)
+    deck, timed = load_deck("data_parallel"), load_set("ddp")
+    with browser_page() as page:
+        page.goto(f"{url}/lab/tree/review.ipynb?reset&token={token}")
+        run_all(page)
+        face, counter = page.locator(".card-face").first, page.locator(".card-counter").first
+        expect(page.get_by_text("Today's review: 0 due, 3 new")).to_be_visible()
+        expect(counter).to_contain_text("3 left today")
+
+        # Again: the card goes to the back of the session, not out of it.
+        face.click()
+        page.keyboard.press("Space")
+        expect(page.locator(".card-rate-again").first).to_contain_text("Again · 1 minute")
+        page.keyboard.press("1")
+        expect(page.locator(".card-status").first).to_contain_text("comes back later in this session")
+        expect(counter).to_contain_text("3 left today")
+        for card in deck[1:3]:  # Good on the other two: they leave, the Again card is what is left
+            expect(face).to_contain_text(plain(card["front"]))
+            page.keyboard.press("Space")
+            page.keyboard.press("3")
+        expect(counter).to_contain_text("1 left today")
+        expect(face).to_contain_text(plain(deck[0]["front"]))
+        page.screenshot(path=str(ARTIFACTS / "review_again_comes_back.png"))
+
+        # A wrong answer in the timed set uses an attempt; a restarted kernel keeps it.
+        problem = timed["problems"][0]
+        wrong = problem["choices"][(problem["answer"] + 1) % len(problem["choices"])]
+        ddp = page.locator(".widget-vbox", has=page.locator(".timed-start")).last
+        ddp.locator(".timed-start").click()
+        ddp.locator(".choice-list").get_by_text(wrong, exact=True).click()
+        ddp.locator(".timed-submit").click()
+        expect(ddp.locator(".timed-clock")).to_contain_text("1 attempt left")
+
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name="Restart Kernel and Run All Cells…").click()
+        page.locator(".jp-Dialog").get_by_role("button", name="Confirm Kernel Restart").click()
+        ddp = page.locator(".widget-vbox", has=page.locator(".timed-start")).last
+        expect(ddp.locator(".timed-clock")).to_contain_text("1 attempt left", timeout=60_000)
+        expect(ddp.locator(".timed-start")).to_be_disabled()
+        # The session, rebuilt from the saved ratings: three new cards met today, none due yet.
+        expect(page.get_by_text("new cards today: 3 of 20")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "review_after_restart.png"))
