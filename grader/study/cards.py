@@ -120,8 +120,7 @@ class Flashcards:
 
     def __init__(self, cards, seed=None, progress=None, session=False, clock=schedule.now,
                  fuzz=True, title=""):
-        self.all_cards = list(cards)
-        self.queue = list(self.all_cards)  # what is left (a session shrinks it), in order
+        self.queue = list(cards)  # what is left (a session shrinks it), in order
         self.cards = list(self.queue)  # what the level filter shows of it
         self.wanted = None
         self.index = 0

@@ -93,7 +93,7 @@ class Attempt:
         return self.solved or self.left == 0 or self.remaining() == 0
 
     def status(self):
-        """In words: 'not started', 'N left', 'solved', "time's up" or 'no attempts left'."""
+        """In words: 'not started', 'N attempts left', 'solved', "time's up" or 'no attempts left'."""
         if self.solved:
             return "solved"
         if self.started is None:
