@@ -23,7 +23,8 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 
 def start_lab(root, notebooks=None):
     """Start JupyterLab over a scratch copy of release/ in ``root`` (runs never touch the repo),
-    with ``notebooks`` ({name: notebook JSON}) beside it; yield (url, token), then stop it.
+    with ``notebooks`` ({name: notebook JSON}) beside it; yield (url, token, the kernels'
+    progress file), then stop it.
 
     A test module makes it its fixture::
 
@@ -37,8 +38,9 @@ def start_lab(root, notebooks=None):
     for name, nb in (notebooks or {}).items():
         (root / name).write_text(json.dumps(nb))
     port, token = free_port(), "course-test-token"
+    # A progress file of its own: what one test module's learner did never shows in another's.
     env = dict(activated(), JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"), COURSE_PROGRESS=str(root / "progress.json"))
     log = open(root / "lab.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
@@ -55,7 +57,7 @@ def start_lab(root, notebooks=None):
                 server.kill()
                 pytest.fail(f"JupyterLab did not start:\n{(root / 'lab.log').read_text()[-3000:]}")
             time.sleep(0.5)
-    yield url, token
+    yield url, token, root / "progress.json"
     server.terminate()
     try:
         server.wait(10)

@@ -23,7 +23,7 @@ def lab(tmp_path_factory):
 def test_student_flips_a_card_and_answers_a_question(lab):
     from playwright.sync_api import expect
 
-    url, token = lab
+    url, token, progress = lab
     expect.set_options(timeout=90_000)  # the lesson runs its measurements before the widgets
     deck = json.loads((REPO / "grader/content/cards/data_parallel.json").read_text())["cards"]
     question = json.loads((REPO / "grader/content/quiz/data_parallel.json").read_text())["questions"][0]
@@ -68,7 +68,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     from grader.study.progress import Progress
     from grader.study.timed import load_set
 
-    url, token = lab
+    url, token, progress = lab
     expect.set_options(timeout=30_000)
     deck, timed, prompt = load_deck("ddp"), load_set("ddp"), load_prompts("ddp")[0]
 
@@ -150,6 +150,6 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
             f"1 of {len(prompt['concepts'])} concepts by your own marking")
         result.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "study_explain.png"))
-    saved = Progress().read()  # the kernel shares this run's progress file
+    saved = Progress(progress).read()  # the file the lab's kernels write
     assert deck[0]["id"] in saved["cards"] and "ddp" in saved["badges"]
     assert saved["explain"][prompt["id"]]["covered"] == [prompt["concepts"][0]["name"]]

@@ -18,7 +18,7 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
 
     from grader.study.cards import load_deck
 
-    url, token = lab
+    url, token, _ = lab
     expect.set_options(timeout=30_000)
     deck = load_deck("ddp")
     with browser_page() as page:

@@ -19,9 +19,10 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
     from playwright.sync_api import expect
 
     from grader.study.cards import load_deck
+    from grader.study.progress import Progress
     from grader.study.timed import load_set
 
-    url, token = lab
+    url, token, progress = lab
     expect.set_options(timeout=30_000)
     deck, timed = load_deck("data_parallel"), load_set("ddp")
     with browser_page() as page:
@@ -64,3 +65,5 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
         # The session, rebuilt from the saved ratings: three new cards met today, none due yet.
         expect(page.get_by_text("new cards today: 3 of 20")).to_be_visible()
         page.screenshot(path=str(ARTIFACTS / "review_after_restart.png"))
+    saved = Progress(progress).read()
+    assert saved["timed"]["ddp"][0]["left"] == 1 and len(saved["new_today"]["ids"]) == 3
