@@ -40,7 +40,8 @@ def start_lab(root, notebooks=None):
     port, token = free_port(), "course-test-token"
     # A progress file of its own: what one test module's learner did never shows in another's.
     env = dict(activated(), JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"), COURSE_PROGRESS=str(root / "progress.json"))
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"),
+               COURSE_PROGRESS=str(root / "progress.json"))
     log = open(root / "lab.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
