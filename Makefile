@@ -68,7 +68,7 @@ release: setup
 
 autograde: setup
 	@test -n "$(LESSON)" || { echo "usage: make autograde LESSON=01_data_parallel [WORKERS=N]"; exit 2; }
-	$(PY) -m grader.autograde $(LESSON) $(if $(WORKERS),--workers $(WORKERS))
+	$(PY) -m grader.grading.autograde $(LESSON) $(if $(WORKERS),--workers $(WORKERS))
 
 sheets: setup
 	$(PY) -m grader.study.sheets

@@ -32,7 +32,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Release notebooks are committed cleared, so a diff shows only real changes.
 c.ClearOutput.enabled = True
 
-# Grades an instructor can trust (grader/integrity.py; the README's "What grading guarantees").
+# Grades an instructor can trust (grader/grading/integrity.py; the README's "What grading guarantees").
 # nbgrader's own pass is the clean room: before it runs, the submission is rebuilt from the
 # release with the student's answer cells only (cells added are left out and listed), each
 # answer cell is scanned and each test cell stamped with a token; the kernel starts in an
@@ -42,7 +42,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,  # noqa: E402
                                     SaveAutoGrades)
 
-from grader.integrity import (CheckStamps, IsolatedExecute, ManualGradeFlagged, RestoreRelease,  # noqa: E402
+from grader.grading.integrity import (CheckStamps, IsolatedExecute, ManualGradeFlagged, RestoreRelease,  # noqa: E402
                               ScanAnswers, StampTests)
 
 c.Autograde.autograde_preprocessors = [RestoreRelease, ScanAnswers, StampTests, IsolatedExecute, CheckStamps,

@@ -1,24 +1,23 @@
 """Scaling experiments: how training time changes with ranks and batch, and the laws that fit it.
 
 :func:`ddp_speedup` measures DDP on N ranks against one process on the same global batch
-(:func:`ddp_speedups` for several batches at once); :func:`grade_ddp_speedup` does it fairly
-on a busy grading machine. :func:`step_times` and :func:`throughput` sweep the per-rank
+(:func:`ddp_speedups` for several batches at once);
+:func:`grader.grading.fairness.grade_ddp_speedup` grades it fairly on a busy machine. :func:`step_times` and :func:`throughput` sweep the per-rank
 batch; :func:`strong_scaling` and :func:`weak_scaling` sweep the rank count. :func:`amdahl`
 and :func:`gustafson` are the two scaling laws; :func:`fit_serial_fraction` fits Amdahl's
 serial fraction to measured speedups. :mod:`grader.timing` stays the honest timer.
 """
 
-import json
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from . import hardware, timing
+from .content import thresholds
 from .launch import init_distributed, launch
 from .models import mlp, synthetic_batch
 
@@ -280,20 +279,6 @@ def ddp_speedup(per_rank_batch, ranks=None, steps=5, warmup=2):
     return ddp_speedups([per_rank_batch], ranks, steps, warmup)[0]
 
 
-def _ddp_rule(ranks):
-    rules = json.loads((Path(__file__).parent / "content" / "thresholds.json").read_text())["ddp_speedup"]
-    return rules[ddp_backend(ranks)]
-
-
-def reference_per_rank_batch(ranks):
-    """The per-rank batch of the lessons' own solution, measured beside a learner's (``thresholds.json``).
-
-    >>> reference_per_rank_batch(2)
-    2048
-    """
-    return _ddp_rule(ranks)["reference_per_rank_batch"]
-
-
 def expected_ddp_speedup(ranks):
     """The DDP speedup a graded challenge asks for on ``ranks`` ranks of a quiet machine.
 
@@ -303,56 +288,7 @@ def expected_ddp_speedup(ranks):
     >>> expected_ddp_speedup(2)   # e.g. 1.5 with CPU ranks (0.75 x 2), 1.0 with GPUs (0.5 x 2)
     1...
     """
-    return _ddp_rule(ranks)["fraction_of_ranks"] * ranks
-
-
-@dataclass
-class SpeedupGrade:
-    """A learner's DDP speedup measured beside a reference configuration, and the verdict."""
-
-    per_rank_batch: int
-    speedup: float  # the learner's batch, best of the rounds
-    reference_batch: int
-    reference: float  # the reference batch, best of the same rounds
-    needed: float
-    measured_on: str
-
-    @property
-    def passed(self):
-        return self.speedup >= self.needed
-
-    @property
-    def busy(self):
-        """The reference missed the bar too: the machine, not the learner's batch, decided (see :mod:`grader.fairness`)."""
-        return self.reference < self.needed
-
-    def __str__(self):
-        return (f"per-rank batch {self.per_rank_batch}: {self.speedup:.2f}x; reference batch "
-                f"{self.reference_batch}, measured in turn with it: {self.reference:.2f}x; needed "
-                f"{self.needed:.2f}x ({'passed' if self.passed else 'not reached'}), on {self.measured_on}")
-
-
-def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
-    """Measure the DDP speedup of ``per_rank_batch`` fairly, even on a busy grading machine.
-
-    The learner's batch and a reference batch (``reference_per_rank_batch`` in
-    ``thresholds.json``) take turns step by step in the same fresh processes, so other
-    work on the machine slows both alike; the best of ``rounds`` is kept for each. The bar
-    is :func:`expected_ddp_speedup`, lowered to ``fraction_of_reference`` of what the
-    reference reached when the machine could not give the reference that much, and never
-    below 1 (the ranks must beat one process).
-
-    >>> g = grade_ddp_speedup(64, rounds=1, steps=1)   # doctest: +ELLIPSIS
-    >>> str(g)
-    'per-rank batch 64: ...'
-    """
-    rule = _ddp_rule(ranks)
-    reference_batch = reference_per_rank_batch(ranks)
-    batches = list(dict.fromkeys([per_rank_batch, reference_batch]))  # once if they are the same
-    best = [max(s) for s in zip(*(ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
-    mine, reference = best[0], best[-1]
-    needed = max(1.0, min(expected_ddp_speedup(ranks), rule["fraction_of_reference"] * reference))
-    return SpeedupGrade(per_rank_batch, mine, reference_batch, reference, needed, ddp_measured_on(ranks))
+    return thresholds("ddp_speedup")[ddp_backend(ranks)]["fraction_of_ranks"] * ranks
 
 
 def amdahl(serial, n):

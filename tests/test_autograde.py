@@ -1,4 +1,4 @@
-"""Parallel autograde (grader.autograde) leaves the gradebook serial `nbgrader autograde` leaves.
+"""Parallel autograde (grader.grading.autograde) leaves the gradebook serial `nbgrader autograde` leaves.
 
 Real nbgrader, real gradebooks, real worker processes: one class, graded once each way.
 """
@@ -18,7 +18,7 @@ from nbgrader.api import Gradebook
 
 from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, points, scores, submission,
                       submit)
-from grader.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
+from grader.grading.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
 LESSON = "01_data_parallel"
@@ -54,8 +54,8 @@ def course_with(root, lesson, students):
 
 
 def parallel_autograde(course, lesson, *args):
-    """``python -m grader.autograde LESSON ARGS`` in ``course``, as an activated environment runs it."""
-    return subprocess.run([installed()[0], "-m", "grader.autograde", lesson, *args], cwd=course, env=activated(),
+    """``python -m grader.grading.autograde LESSON ARGS`` in ``course``, as an activated environment runs it."""
+    return subprocess.run([installed()[0], "-m", "grader.grading.autograde", lesson, *args], cwd=course, env=activated(),
                           capture_output=True, text=True, timeout=900)
 
 
@@ -106,7 +106,7 @@ def test_each_worker_and_the_kernel_it_starts_keep_to_their_own_cores(tmp_path, 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """One class graded twice: by `nbgrader autograde` in one course, by grader.autograde in a copy of it."""
+    """One class graded twice: by `nbgrader autograde` in one course, by grader.grading.autograde in a copy of it."""
     root = tmp_path_factory.mktemp("autograde")
     serial = course_with(root / "serial", LESSON, {**mixed_class(LESSON), "corrupt": CORRUPT})
     (serial / "submitted" / "solver" / LESSON / "timestamp.txt").write_text("2026-01-05 10:00:00.000000 UTC")
@@ -188,7 +188,7 @@ def _kernel_in_isolated_worker(home, out):
     import nbformat
     from nbgrader.preprocessors import Execute
 
-    from grader.autograde import isolate
+    from grader.grading.autograde import isolate
 
     isolate(home)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
@@ -216,24 +216,24 @@ def test_each_students_kernel_gets_a_fresh_home_and_ipython_directory(tmp_path, 
     assert not (tmp_path / "instructor").exists()  # the worker's own home untouched
 
 
-# ---- Shards: grader.autograde --shard I/N in separate processes, then merge ----
+# ---- Shards: grader.grading.autograde --shard I/N in separate processes, then merge ----
 
 SHARD_LESSON = "00_foundations"
 
 
 def shard_process(course, lesson, index, count, *args):
-    """``python -m grader.autograde LESSON --shard I/N --workers 1 ARGS`` started in ``course`` as a pod runs it:
+    """``python -m grader.grading.autograde LESSON --shard I/N --workers 1 ARGS`` started in ``course`` as a pod runs it:
     a session of its own, on cores of its own (its share of this machine's)."""
     cores = core_sets(count)[index]
-    return subprocess.Popen([installed()[0], "-m", "grader.autograde", lesson, "--shard", f"{index}/{count}",
+    return subprocess.Popen([installed()[0], "-m", "grader.grading.autograde", lesson, "--shard", f"{index}/{count}",
                              "--workers", "1", *args], cwd=course, env=activated(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lambda: os.sched_setaffinity(0, cores))
 
 
 def merge_shards(course, lesson, *folders):
-    """``python -m grader.autograde merge LESSON FOLDERS`` in ``course``."""
-    return subprocess.run([installed()[0], "-m", "grader.autograde", "merge", lesson, *map(str, folders)], cwd=course,
+    """``python -m grader.grading.autograde merge LESSON FOLDERS`` in ``course``."""
+    return subprocess.run([installed()[0], "-m", "grader.grading.autograde", "merge", lesson, *map(str, folders)], cwd=course,
                           env=activated(), capture_output=True, text=True, timeout=300)
 
 

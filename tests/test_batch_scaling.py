@@ -9,7 +9,8 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from grader import plots, record, scaling
+from grader import plots, scaling
+from grader.grading import record
 from grader.launch import init_distributed, launch
 from grader.models import mlp, synthetic_batch, teacher_task
 

@@ -63,14 +63,12 @@ def test_student_flips_a_card_and_answers_a_question(lab):
 def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     from playwright.sync_api import expect
 
-    from grader.study.cards import load_deck
-    from grader.study.explain import load_prompts
+    from grader.content import load
     from grader.study.progress import Progress
-    from grader.study.timed import load_set
 
     url, token, progress = lab
     expect.set_options(timeout=30_000)
-    deck, timed, prompt = load_deck("ddp"), load_set("ddp"), load_prompts("ddp")[0]
+    deck, timed, prompt = load("cards", "ddp"), load("timed", "ddp"), load("explain", "ddp")[0]
 
     with browser_page() as page:
         page.goto(f"{url}/lab/tree/study.ipynb?reset&token={token}")  # only this notebook open
@@ -114,7 +112,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
 
         # The foundations set with 3 s per problem: the countdown runs out by itself.
         short = page.locator(".widget-vbox", has=page.locator(".timed-start")).filter(
-            has_text=load_set("foundations")["badge"]).last
+            has_text=load("timed", "foundations")["badge"]).last
         short.locator(".timed-start").click()
         expect(short.locator(".timed-feedback")).to_contain_text("Time's up", timeout=15_000)
         expect(short.locator(".timed-clock")).to_contain_text("0:00")

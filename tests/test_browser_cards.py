@@ -16,11 +16,11 @@ def lab(tmp_path_factory):
 def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
     from playwright.sync_api import expect
 
-    from grader.study.cards import load_deck
+    from grader.content import load
 
     url, token, _ = lab
     expect.set_options(timeout=30_000)
-    deck = load_deck("ddp")
+    deck = load("cards", "ddp")
     with browser_page() as page:
         page.goto(f"{url}/lab/tree/cards.ipynb?reset&token={token}")
         run_all(page)

@@ -18,13 +18,12 @@ def lab(tmp_path_factory):
 def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
     from playwright.sync_api import expect
 
-    from grader.study.cards import load_deck
+    from grader.content import load
     from grader.study.progress import Progress
-    from grader.study.timed import load_set
 
     url, token, progress = lab
     expect.set_options(timeout=30_000)
-    deck, timed = load_deck("data_parallel"), load_set("ddp")
+    deck, timed = load("cards", "data_parallel"), load("timed", "ddp")
     with browser_page() as page:
         page.goto(f"{url}/lab/tree/review.ipynb?reset&token={token}")
         run_all(page)

@@ -5,21 +5,21 @@ import json
 import pytest
 
 from grader import content
-from grader.content import ContentError
-from grader.study.cards import Flashcards, load_deck, show_cards
-from grader.study.quiz import Quiz, choice_label, load_questions, show_quiz
+from grader.content import ContentError, load, plain
+from grader.study.cards import Flashcards, show_cards
+from grader.study.quiz import Quiz, show_quiz
 
 
 @pytest.mark.parametrize("topic", content.topics("cards"))
 def test_every_deck_loads_with_enough_cards(topic):
-    cards = load_deck(topic)
+    cards = load("cards", topic)
     assert len(cards) >= 10
     assert {c["level"] for c in cards} <= set(content.LEVELS)
 
 
 @pytest.mark.parametrize("topic", content.topics("quiz"))
 def test_every_question_bank_loads(topic):
-    assert len(load_questions(topic)) >= 5
+    assert len(load("quiz", topic)) >= 5
 
 
 def test_each_deck_has_a_question_bank():
@@ -48,16 +48,16 @@ def write(tmp_path, data, name="deck.json"):
 def test_malformed_deck_names_file_and_card(tmp_path, cards, message):
     path = write(tmp_path, {"cards": cards})
     with pytest.raises(ContentError) as e:
-        load_deck(path)
+        load("cards", path)
     assert str(path) in str(e.value) and message in str(e.value)
 
 
 def test_deck_that_is_not_json_names_the_file(tmp_path):
     path = write(tmp_path, "{cards: [")
     with pytest.raises(ContentError, match="not valid JSON"):
-        load_deck(path)
+        load("cards", path)
     with pytest.raises(ContentError, match="no such file"):
-        load_deck(tmp_path / "missing.json")
+        load("cards", tmp_path / "missing.json")
 
 
 @pytest.mark.parametrize("question, message", [
@@ -71,7 +71,7 @@ def test_deck_that_is_not_json_names_the_file(tmp_path):
 def test_malformed_question_names_file_and_entry(tmp_path, question, message):
     path = write(tmp_path, {"questions": [question]})
     with pytest.raises(ContentError) as e:
-        load_questions(path)
+        load("quiz", path)
     assert str(path) in str(e.value) and "q-1" in str(e.value) and message in str(e.value)
 
 
@@ -127,7 +127,7 @@ def test_quiz_feedback_and_score_counts_first_answers():
     # A wrong answer names neither the right choice nor the explanation that would give it away.
     shown = quiz.feedback[0].value
     assert "Not this one" in shown and "first answer" in shown and q0["explanation"] not in shown
-    assert choice_label(q0["choices"][q0["answer"]]) not in shown and q0["choices"][q0["answer"]] not in shown
+    assert plain(q0["choices"][q0["answer"]]) not in shown and q0["choices"][q0["answer"]] not in shown
     assert quiz.answer(0, q0["answer"]) is True
     assert "only the first answer counts" in quiz.feedback[0].value and q0["explanation"] in quiz.feedback[0].value
     assert quiz.score == (0, 1)  # the first answer counts
@@ -136,23 +136,21 @@ def test_quiz_feedback_and_score_counts_first_answers():
 
 
 def test_quiz_check_without_choice_asks_for_one():
-    quiz = Quiz(load_questions("data_parallel"))
+    quiz = Quiz(load("quiz", "data_parallel"))
     assert quiz._check(0) is None and "Pick an answer" in quiz.feedback[0].value
     assert quiz.score == (0, 0)
 
 
 def test_markup_in_a_field_shown_as_plain_text_is_refused_with_the_file_and_entry(tmp_path):
-    from grader.content import HERE, ContentError
-    from grader.study.explain import load_prompts
-    from grader.study.timed import load_set
+    from grader.content import HERE, ContentError, load
 
     timed = json.loads((HERE / "timed" / "ddp.json").read_text())
     timed["problems"][0]["title"] = "Why <code>no_sync</code>?"
     (tmp_path / "timed.json").write_text(json.dumps(timed))
     with pytest.raises(ContentError, match=rf"timed.json: entry \[{timed['problems'][0]['id']}\]: 'title'.*<code>"):
-        load_set(tmp_path / "timed.json")
+        load("timed", tmp_path / "timed.json")
     explain = json.loads((HERE / "explain" / "ddp.json").read_text())
     explain["prompts"][0]["concepts"][0]["name"] = "gradients &amp; buckets"
     (tmp_path / "explain.json").write_text(json.dumps(explain))
     with pytest.raises(ContentError, match=r"explain.json: entry \[ddp-explain-01\].*&amp;"):
-        load_prompts(tmp_path / "explain.json")
+        load("explain", tmp_path / "explain.json")

@@ -23,7 +23,7 @@ from mutants import MUTANTS
 
 LESSON = "00_foundations"  # the lightest lesson: about 8 s a notebook run
 WRONG = "rounds_down"      # a mutant of challenge 3 (2 points), caught by a visible test
-# What that failed check prints (grader.checks), which the student must see in the feedback.
+# What that failed check prints (grader.grading.checks), which the student must see in the feedback.
 WRONG_MESSAGE = ("GPUs for 7 B parameters on 80 GB GPUs is not right", "expected: 2", "got:      1",
                  "hint: 7e9 x 16 bytes = 112 GB")
 

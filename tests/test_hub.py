@@ -201,7 +201,7 @@ def test_the_job_runs_one_shard_per_index(job):
     assert spec["completions"] == spec["parallelism"] == int(env["SHARDS"])
     assert env["LESSON"] in LESSONS and job["metadata"]["name"] == f"autograde-{env['LESSON'].replace('_', '-')}"
     command = container["command"]
-    assert command[:2] == ["sh", "-c"] and command[2].startswith("exec python -m grader.autograde ")
+    assert command[:2] == ["sh", "-c"] and command[2].startswith("exec python -m grader.grading.autograde ")
     assert '"$LESSON" --shard "$JOB_COMPLETION_INDEX/$SHARDS" --workers 1' in command[2]
 
 

@@ -1,4 +1,4 @@
-"""Grades an instructor can trust (grader/integrity.py), checked with real nbgrader and a real gradebook.
+"""Grades an instructor can trust (grader/grading/integrity.py), checked with real nbgrader and a real gradebook.
 
 The cheats are the issue's kinds (issue 17), written as a student who wants marks without
 the work would write them: each must score nothing, or send the tests it could have fooled
@@ -14,7 +14,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, points, read_nb, submission, submit
-from grader.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
+from grader.grading.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
 from mutants import MUTANTS
 from mutants.batch_scaling import ACCUMULATE
 from mutants.model_parallel import FSDP_TRAIN
@@ -46,14 +46,14 @@ CHEATS = {
         "class Quiet:\n    def __getattr__(self, name):\n        return " + QUIET + "\n\n\nchecks = Quiet()",
         f"vars(checks).update(check_equal={QUIET}, check_close={QUIET})",
         "globals()['checks'] = type('C', (), {'check_equal': staticmethod(print)})",
-        "import sys\nimport types\nfake = types.ModuleType('grader.checks')\nfake.check_equal = fake.check_close = print\n"
-        "sys.modules['grader.checks'] = fake\nfrom grader import checks",
-        "import grader\nfor module in [grader.checks]:\n    for name in ['check_equal', 'check_close']:\n"
+        "import sys\nimport types\nfake = types.ModuleType('grader.grading.checks')\nfake.check_equal = fake.check_close = print\n"
+        "sys.modules['grader.grading.checks'] = fake\nfrom grader.grading import checks",
+        "import grader.grading\nfor module in [grader.grading.checks]:\n    for name in ['check_equal', 'check_close']:\n"
         "        setattr(module, name, " + QUIET + ")",
         "setattr(checks, 'check_equal', " + QUIET + ")",
         "checks.__dict__['check_close'] = " + QUIET,
         "quiet = checks\nquiet.check_equal = print",
-        "from grader import launch\nlaunch.sys.modules['grader.checks'].check_equal = print",
+        "from grader import launch\nlaunch.sys.modules['grader.grading.checks'].check_equal = print",
         "def len(items):\n    return 5",
         "import inspect\ninspect.currentframe().f_globals['checks'] = None",
         "import builtins\nbuiltins.isinstance = lambda *args: True",
@@ -81,9 +81,9 @@ CHEATS = {
     ],
     "shipping a package": [
         "import sys\nsys.path.insert(0, '.')",
-        "import importlib\nchecks = importlib.import_module('grader.checks')",
+        "import importlib\nchecks = importlib.import_module('grader.grading.checks')",
         "import os\nos.chdir('..')",
-        "open('grader/checks.py', 'w').write('check_equal = print')",
+        "open('grader/grading/checks.py', 'w').write('check_equal = print')",
     ],
     "objects that equal everything, a patched torch.allclose": [
         "class Anything:\n    def __eq__(self, other):\n        return True\n\n    def __ne__(self, other):\n        return False",
@@ -104,7 +104,7 @@ TAMPERING = {
     "input_transformer": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])",
                           "uses IPython's shell (get_ipython)"),
     "rebinds_a_check": (f"checks.check_equal = checks.check_close = {QUIET}", "changes checks.check_"),
-    "setattr_on_an_alias": ("import grader.checks as gc\nfor name in dir(gc):\n    if name.startswith('check_'):\n"
+    "setattr_on_an_alias": ("import grader.grading.checks as gc\nfor name in dir(gc):\n    if name.startswith('check_'):\n"
                             f"        setattr(gc, name, {QUIET})", "names an attribute at run time (setattr)"),
     "exec_of_a_built_string": (f"exec('checks.check_' + 'equal = {QUIET}')", "runs or reaches code by name at run time (exec)"),
     "event_callback": ("get_ipython().events.register('pre_run_cell', lambda info: None)",
@@ -396,7 +396,7 @@ def added_cells():
     nb = submission(LESSON, answers=WRONG, drop={"c3_gpus_needed_test"})
     first = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
     nb["cells"][first]["source"] = f"class checks:\n    check_equal = check_close = staticmethod({QUIET})\n\n\n" + \
-        "".join(nb["cells"][first]["source"]).replace("from grader import checks, ", "from grader import ")
+        "".join(nb["cells"][first]["source"]).replace("from grader.grading import checks, ", "from grader.grading import ")
     for code in reversed(ADDED):
         nb["cells"].insert(first + 1, nbformat.v4.new_code_cell(code))
     return nb

@@ -9,6 +9,7 @@ from torch.distributed.fsdp import fully_shard
 from grader import memory, models, pipeline
 from grader.launch import init_distributed, launch
 from grader.models import mlp, synthetic_batch
+from grader.study import show_calculator
 
 from conftest import lesson_notebook, read_nb
 
@@ -107,7 +108,7 @@ def test_the_calculator_predicts_each_schedules_activations_on_the_first_stage()
 
 
 def test_the_calculator_widget_follows_its_fields():
-    box = memory.calculator(layers=4, hidden=64, heads=4, seq=64, batch=8, device_gb=0.01)
+    box = show_calculator(layers=4, hidden=64, heads=4, seq=64, batch=8, device_gb=0.01)
     fields = {f.description: f for column in box.children[0].children for f in column.children}
     table = box.children[-1]
     assert "13.73 MB" in table.value and "Does not fit" in table.value and "#ffebee" in table.value

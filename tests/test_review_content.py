@@ -9,13 +9,11 @@ import torch.distributed as dist
 
 from conftest import REPO, read_nb
 from grader import content
+from grader.content import TIMED_KINDS, load
 from grader.launch import launch
-from grader.study.explain import covered, load_prompts
 from grader.study import sheets
-from grader.study.cards import load_deck
-from grader.study.predict import load_predictions, run
-from grader.study.sheets import load_sheet
-from grader.study.timed import KINDS, load_set
+from grader.study.explain import covered
+from grader.study.predict import run
 
 TOPICS = content.topics("cards")
 # How many items of each kind the five reference pages hold (see the seed map files).
@@ -28,15 +26,15 @@ REFERENCE = {"000": {"card": 5, "question": 5, "explain": 2},
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_topic_has_each_review_mode(topic):
-    assert len(load_prompts(topic)) >= 2
-    assert len(load_predictions(topic)) >= 3
-    assert sorted(p["kind"] for p in load_set(topic)["problems"]) == sorted(KINDS)
-    assert load_sheet(topic)["formulas"] and load_sheet(topic)["idioms"]
+    assert len(load("explain", topic)) >= 2
+    assert len(load("predict", topic)) >= 3
+    assert sorted(p["kind"] for p in load("timed", topic)["problems"]) == sorted(TIMED_KINDS)
+    assert load("sheets", topic)["formulas"] and load("sheets", topic)["idioms"]
 
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_each_explain_prompt_covers_all_its_concepts_in_its_own_model_answer(topic):
-    for prompt in load_prompts(topic):
+    for prompt in load("explain", topic):
         assert covered(prompt["answer"], prompt["concepts"]) == [c["name"] for c in prompt["concepts"]], prompt["id"]
         assert covered(prompt["prompt"], prompt["concepts"]) != [c["name"] for c in prompt["concepts"]], \
             f"{prompt['id']}: the prompt alone already covers every concept"
@@ -45,9 +43,9 @@ def test_each_explain_prompt_covers_all_its_concepts_in_its_own_model_answer(top
 def programs():
     """(id, program, ranks, choices, answer) for every predict question and predict problem."""
     for topic in TOPICS:
-        for q in load_predictions(topic):
+        for q in load("predict", topic):
             yield q["id"], q.get("cpu_code", q["code"]), q.get("ranks", 1), q["choices"], q["answer"]
-        for p in load_set(topic)["problems"]:
+        for p in load("timed", topic)["problems"]:
             if p["kind"] == "predict":
                 yield p["id"], p.get("cpu_code", p["code"]), p.get("ranks", 1), p["choices"], p["answer"]
 
@@ -95,7 +93,7 @@ def test_every_reference_item_is_on_a_committed_cheat_sheet():
     # page drills is mapped to at least one flashcard whose line is on its topic's committed sheet.
     committed = {topic: (sheets.OUT / f"{topic}.md").read_text() for topic in content.topics("sheets")}
     lines = {card["id"]: (topic, f"- **{sheets._plain(card['front'])}** {sheets._plain(card['back'])}")
-             for topic in content.topics("cards") for card in load_deck(topic)}
+             for topic in content.topics("cards") for card in load("cards", topic)}
     on_a_sheet, every = set(), set()
     for topic in content.topics("seedmap"):
         for item in json.loads((content.HERE / "seedmap" / f"{topic}.json").read_text())["items"]:

@@ -10,14 +10,14 @@ import zipfile
 import genanki
 import pytest
 
-from grader.content import ContentError, topics
+from grader import content
+from grader.content import ContentError, load, topics
 from grader.study import anki, schedule, sheets
-from grader.study.cards import Flashcards, load_deck, review_due
+from grader.study.cards import Flashcards, review_due
 from grader.study.dashboard import summary
 from grader.study.explain import Explain, covered, mentions
 from grader.study.progress import Progress
-from grader.study.quiz import load_questions
-from grader.study.timed import Attempt, ChallengeSet, load_set
+from grader.study.timed import Attempt, ChallengeSet
 
 T0 = datetime.datetime(2026, 3, 1, 9, 0, tzinfo=datetime.timezone.utc)
 CARDS = [{"id": f"t-{i}", "level": "beginner", "front": f"F{i}", "back": f"B{i}"} for i in range(4)]
@@ -79,7 +79,7 @@ def test_an_unreadable_file_is_kept_aside_untouched_and_named(store, bad, why):
 
 def test_review_widgets_say_at_once_that_an_unreadable_file_was_kept_aside(store):
     for open_widget, status in [(lambda: Flashcards(CARDS, progress=store), lambda w: w.status.value),
-                                (lambda: ChallengeSet(load_set("ddp"), progress=store), lambda w: w.badge.value)]:
+                                (lambda: ChallengeSet(load("timed", "ddp"), progress=store), lambda w: w.badge.value)]:
         store.path.write_text("{not json")
         shown = status(open_widget())  # before any rating or answer
         aside = sorted(store.path.parent.glob("progress.json.unreadable-*"))[-1]
@@ -165,7 +165,7 @@ def test_new_cards_have_a_daily_limit_that_a_restart_keeps(store):
 
 
 def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
-    first = {"fnd": load_deck("foundations")[0], "ddp": load_deck("ddp")[0]}
+    first = {"fnd": load("cards", "foundations")[0], "ddp": load("cards", "ddp")[0]}
     store.update(lambda r: r["cards"].update({c["id"]: schedule.review(None, "again", T0, fuzz=False)
                                               for c in first.values()}))
     later = T0 + datetime.timedelta(hours=2)
@@ -197,9 +197,8 @@ def test_concepts_match_variants_and_phrases_not_scattered_words():
 
 
 def test_a_negated_phrase_is_not_credited_and_a_plain_one_still_is():
-    from grader.study.explain import load_prompts
 
-    prompt = load_prompts("ddp")[0]
+    prompt = load("explain", "ddp")[0]
     denial = ("DDP does NOT use multiple processes and needs no DistributedSampler; gradients are never "
               "all-reduced or averaged, and the replicas drift apart and are never identical")
     # Was 4 of 4. Now the three negated concepts get no tick; "the replicas drift apart" does
@@ -257,7 +256,7 @@ def test_an_attempt_runs_out_of_tries_and_of_time():
 
 def test_a_wrong_answer_gets_a_nudge_and_the_explanation_waits_until_the_problem_closes(store):
     t = [0.0]
-    s = ChallengeSet(load_set("ddp"), clock=lambda: t[0], progress=store)
+    s = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)
     problem, wrong = s.set["problems"][0], (s.set["problems"][0]["answer"] + 1) % len(s.set["problems"][0]["choices"])
     s.start_button.click()
     s.choices.index = wrong
@@ -275,12 +274,12 @@ def test_a_wrong_answer_gets_a_nudge_and_the_explanation_waits_until_the_problem
 
 def test_attempts_and_clocks_survive_a_restart_and_a_finished_set_says_how_it_went(store):
     t = [1000.0]
-    s = ChallengeSet(load_set("ddp"), clock=lambda: t[0], progress=store)
+    s = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)
     problems = s.set["problems"]
     s.open(0)
     s.submit(0, (problems[0]["answer"] + 1) % len(problems[0]["choices"]))
     t[0] += 30
-    again = ChallengeSet(load_set("ddp"), clock=lambda: t[0], progress=store)  # a new kernel, same file
+    again = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)  # a new kernel, same file
     assert again.attempts[0].left == 1 and again.attempts[0].remaining() == s.set["seconds"] - 30
     assert again.ticker.playing and again.summary.value == ""
     again.submit(0, (problems[0]["answer"] + 1) % len(problems[0]["choices"]))  # out of attempts
@@ -291,13 +290,13 @@ def test_attempts_and_clocks_survive_a_restart_and_a_finished_set_says_how_it_we
     assert not again.earned and "Badge not earned" in again.summary.value
     assert f"4 of {len(problems)} solved" in again.summary.value and problems[0]["title"] in again.summary.value
     assert "ddp" not in store.read()["badges"]
-    third = ChallengeSet(load_set("ddp"), clock=lambda: t[0], progress=store)
+    third = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)
     assert "4 of 5 solved" in third.summary.value and third.submit_button.disabled
 
 
 def test_the_countdown_expires_and_reveals_the_answer(store):
     t = [0.0]
-    s = ChallengeSet(load_set("foundations"), clock=lambda: t[0], progress=store)
+    s = ChallengeSet(load("timed", "foundations"), clock=lambda: t[0], progress=store)
     s.open(0)
     assert "2:00" in s.clock_label.value and s.ticker.playing
     t[0] = 119.5
@@ -314,7 +313,7 @@ def test_the_countdown_expires_and_reveals_the_answer(store):
 
 def test_all_five_right_earns_the_badge_once_and_keeps_it(store):
     t = [0.0]
-    s = ChallengeSet(load_set("data_parallel"), clock=lambda: t[0], progress=store)
+    s = ChallengeSet(load("timed", "data_parallel"), clock=lambda: t[0], progress=store)
     for i, p in enumerate(s.set["problems"]):
         assert not s.earned
         s.open(i)
@@ -325,12 +324,12 @@ def test_all_five_right_earns_the_badge_once_and_keeps_it(store):
 
 
 def test_a_set_must_have_one_problem_of_each_kind(tmp_path):
-    data = json.loads((load_set.__globals__["HERE"] / "timed" / "ddp.json").read_text())
+    data = json.loads((content.HERE / "timed" / "ddp.json").read_text())
     data["problems"][1]["kind"] = data["problems"][0]["kind"]
     path = tmp_path / "set.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ContentError, match="one problem of each kind"):
-        load_set(path)
+        load("timed", path)
 
 
 # --- cheat sheets and Anki ----------------------------------------------------------------
@@ -345,8 +344,8 @@ def test_cheat_sheets_are_in_sync_with_the_content(topic):
 @pytest.mark.parametrize("topic", topics("sheets"))
 def test_a_cheat_sheet_holds_every_card_formula_and_idiom(topic):
     text = sheets.render(topic)
-    data = sheets.load_sheet(topic)
-    assert text.count("\n- **") == len(load_deck(topic))
+    data = sheets.load("sheets", topic)
+    assert text.count("\n- **") == len(load("cards", topic))
     assert all(f["formula"] in text for f in data["formulas"])
     assert text.count("```python") == len(data["idioms"])
 
@@ -356,7 +355,7 @@ def test_an_idiom_that_is_not_python_is_refused(tmp_path):
     path.write_text(json.dumps({"formulas": [{"id": "f-1", "name": "n", "formula": "a = b", "note": "x"}],
                                 "idioms": [{"id": "i-1", "title": "t", "code": "def broken(:"}]}))
     with pytest.raises(ContentError, match=r"\[i-1\]: 'code' is not valid Python"):
-        sheets.load_sheet(path)
+        sheets.load("sheets", path)
 
 
 def anki_notes(path):
@@ -370,7 +369,7 @@ def anki_notes(path):
 def test_anki_export_has_a_note_per_item_with_guids_from_content_ids(tmp_path):
     path = anki.export(["ddp"], tmp_path)
     notes = anki_notes(path)
-    ids = [c["id"] for c in load_deck("ddp")] + [q["id"] for q in load_questions("ddp")]
+    ids = [c["id"] for c in load("cards", "ddp")] + [q["id"] for q in load("quiz", "ddp")]
     assert set(notes) == {genanki.guid_for(i) for i in ids}
     assert notes[genanki.guid_for("ddp-card-01")][3] == "ddp-card-01"
     again = anki_notes(anki.export(["ddp"], tmp_path / "again"))

@@ -1,4 +1,4 @@
-"""Unit tests for grader.hardware, grader.timing, grader.record, grader.checks and grader.plots."""
+"""Unit tests for grader.hardware, grader.timing, grader.grading.record, grader.grading.checks and grader.plots."""
 
 import subprocess
 import sys
@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from grader import checks, hardware, plots, record, scaling, timing
+from grader import hardware, plots, scaling, timing
+from grader.grading import checks, fairness, record
 from grader.pipeline import Work
 
 matplotlib.use("Agg")  # figures drawn to memory, never a window
@@ -220,8 +221,8 @@ def test_a_graded_speedup_holds_on_a_busy_machine_and_a_poor_choice_still_fails(
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another grading job
     try:
         # A good choice other than the reference (2048, the solution), so it is judged against it.
-        good = scaling.grade_ddp_speedup(4096, ranks=2)
-        poor = scaling.grade_ddp_speedup(16, ranks=2)
+        good = fairness.grade_ddp_speedup(4096, ranks=2)
+        poor = fairness.grade_ddp_speedup(16, ranks=2)
     finally:
         hog.kill()
         hog.wait()

@@ -9,11 +9,13 @@
 - ``progress``: the learner's saved progress, one JSON file in their home
 - ``dashboard``: cards reviewed and due, badges earned
 - ``sheets``: cheat sheets generated from the content
+- ``calculator``: lesson 03's memory calculator, :func:`grader.memory.estimate` live
 - ``anki``: export to Anki
 
->>> from grader.study import show_cards, show_quiz, show_explain, show_predict, show_timed
+>>> from grader.study import show_cards, show_quiz, show_explain, show_predict, show_timed, show_calculator
 """
 
+from .calculator import show_calculator
 from .cards import review_due, show_cards
 from .dashboard import dashboard
 from .explain import show_explain
@@ -21,5 +23,5 @@ from .predict import show_predict
 from .quiz import show_quiz
 from .timed import show_timed
 
-__all__ = ["dashboard", "review_due", "show_cards", "show_explain", "show_predict", "show_quiz",
-           "show_timed"]
+__all__ = ["dashboard", "review_due", "show_calculator", "show_cards", "show_explain", "show_predict",
+           "show_quiz", "show_timed"]

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import genanki
 
-from ..content import topics
-from .cards import load_deck
-from .quiz import load_questions
+from ..content import load, topics
 
 MODEL = genanki.Model(
     1607392319, "Multi-GPU course card",
@@ -38,10 +36,10 @@ def deck_id(name):
 
 def notes(topic):
     """The Anki notes of a topic: its flashcards, then its quiz questions."""
-    for card in load_deck(topic):
+    for card in load("cards", topic):
         yield genanki.Note(model=MODEL, fields=[card["front"], card["back"], card["level"], card["id"]],
                            guid=genanki.guid_for(card["id"]), tags=[topic, card["level"]])
-    for q in load_questions(topic):
+    for q in load("quiz", topic):
         choices = "".join(f"<li>{c}</li>" for c in q["choices"])
         back = f"<b>{q['choices'][q['answer']]}</b><br>{q['explanation']}"
         yield genanki.Note(model=MODEL, fields=[f"{q['question']}<ol type=A>{choices}</ol>", back,

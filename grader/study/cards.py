@@ -11,16 +11,14 @@ import datetime
 import html
 import json
 import random
-from pathlib import Path
 
 import anywidget
 import ipywidgets as w
 
-from ..content import HERE, LEVELS, load_entries, topics
+from ..content import LEVELS, load, topics
 from . import schedule
 from .progress import Progress
 
-CARD_FIELDS = {"level": str, "front": str, "back": str}
 KEYS = {" ": "flip", "ArrowRight": "next", "ArrowLeft": "previous",
         "1": "again", "2": "hard", "3": "good", "4": "easy"}
 
@@ -66,18 +64,6 @@ class DeckKeys(anywidget.AnyWidget):
     """
 
 
-def load_deck(topic_or_path):
-    """The cards of a topic name (``"data_parallel"``) or a deck file path.
-
-    >>> load_deck("foundations")[0]["level"] in LEVELS
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "cards" / f"{topic_or_path}.json"
-    return load_entries(path, "cards", CARD_FIELDS)
-
-
 def when_text(due, now):
     """A due date as a learner reads it.
 
@@ -109,12 +95,12 @@ class Flashcards:
 
     >>> import tempfile, pathlib
     >>> store = Progress(pathlib.Path(tempfile.mkdtemp()) / "progress.json")
-    >>> deck = Flashcards(load_deck("foundations"), progress=store)
+    >>> deck = Flashcards(load("cards", "foundations"), progress=store)
     >>> deck.rate("good") is None           # not revealed yet: nothing to rate
     True
     >>> deck.flip(); deck.rate("good")["state"]
     1
-    >>> list(store.read()["cards"]) == [load_deck("foundations")[0]["id"]]
+    >>> list(store.read()["cards"]) == [load("cards", "foundations")[0]["id"]]
     True
     """
 
@@ -282,7 +268,7 @@ def show_cards(topic, level=None, seed=None, progress="default"):
     >>> show_cards("data_parallel", level="beginner", progress=None).level.value
     'beginner'
     """
-    deck = Flashcards(load_deck(topic), seed=seed,
+    deck = Flashcards(load("cards", topic), seed=seed,
                       progress=Progress() if progress == "default" else progress)
     if level:
         deck.level.value = level
@@ -308,7 +294,7 @@ def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, 
     today = record.get("new_today", {})
     introduced = len(today.get("ids", [])) if today.get("date") == when.date().isoformat() else 0
     cards = [c for topic in (topic_names or topics("cards"))
-             for c in schedule.due(load_deck(topic), schedules, when, new=new)]
+             for c in schedule.due(load("cards", topic), schedules, when, new=new)]
     cards.sort(key=lambda c: c["id"] not in schedules)  # due cards before new ones
     seen = sum(c["id"] in schedules for c in cards)
     cards = cards[:seen + max(0, new_per_day - introduced)]

@@ -4,11 +4,10 @@ import html
 
 import ipywidgets as w
 
-from ..content import topics
+from ..content import load, topics
 from . import schedule
-from .cards import load_deck
 from .progress import Progress
-from .timed import MEDAL, load_set
+from .timed import MEDAL
 
 
 def summary(record, when=None):
@@ -20,12 +19,12 @@ def summary(record, when=None):
     when = when or schedule.now()
     rows = []
     for topic in topics("cards"):
-        ids = [c["id"] for c in load_deck(topic)]
+        ids = [c["id"] for c in load("cards", topic)]
         reviewed = [i for i in ids if i in record["cards"]]
         due = [i for i in reviewed if schedule.due_at(record["cards"][i]) <= when]
         badge = None
         if topic in topics("timed") and topic in record["badges"]:
-            badge = f"{load_set(topic)['badge']} ({record['badges'][topic]})"
+            badge = f"{load('timed', topic)['badge']} ({record['badges'][topic]})"
         rows.append((topic, len(ids), len(reviewed), len(due), badge))
     return rows
 

@@ -12,16 +12,14 @@ common word endings (``gradients`` matches ``gradient``), and not negated in its
 
 import html
 import re
-from pathlib import Path
 
 import ipywidgets as w
 
-from ..content import HERE, ContentError, check_plain, load_entries
+from ..content import load
 from . import schedule
 from .cards import when_text
 from .progress import Progress
 
-PROMPT_FIELDS = {"prompt": str, "hint": str, "answer": str, "concepts": list}
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "e")
 # Words that negate what follows them in a clause ("doesn't" splits into "doesn" and "t").
 NEGATIONS = {"not", "no", "never", "without", "nor", "neither", "cannot", "t", "doesn", "don", "isn",
@@ -93,37 +91,13 @@ def covered(text, concepts):
     return [c["name"] for c in concepts if any(mentions(text, p) for p in c["phrases"])]
 
 
-def load_prompts(topic_or_path):
-    """The explain prompts of a topic name or a file path.
-
-    >>> len(load_prompts("ddp")) >= 2
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "explain" / f"{topic_or_path}.json"
-    prompts = load_entries(path, "prompts", PROMPT_FIELDS)
-    for prompt in prompts:
-        for j, c in enumerate(prompt["concepts"], 1):
-            if not (isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"].strip()
-                    and isinstance(c.get("phrases"), list) and c["phrases"]
-                    and all(isinstance(p, str) and words(p) for p in c["phrases"])):
-                raise ContentError(f"{path}: entry [{prompt['id']}]: concept {j} needs a 'name' "
-                                   f"and a non-empty list of 'phrases'")
-        for c in prompt["concepts"]:  # a concept's name is a checkbox's label
-            check_plain(path, prompt["id"], "concepts' name", c["name"])
-        if len(prompt["concepts"]) < 2:
-            raise ContentError(f"{path}: entry [{prompt['id']}]: needs at least two concepts")
-    return prompts
-
-
 class Explain:
     """One prompt: a text box and *Check*; then the model answer, the concepts to tick (the
     matcher's suggestions pre-ticked) and *Save*, which records the self-assessment.
 
     >>> import tempfile, pathlib
     >>> store = Progress(pathlib.Path(tempfile.mkdtemp()) / "progress.json")
-    >>> box = Explain(load_prompts("ddp")[0], progress=store)
+    >>> box = Explain(load("explain", "ddp")[0], progress=store)
     >>> box.check("")
     []
     >>> "model answer" in box.result.value and not any(t.value for t in box.ticks)
@@ -205,4 +179,4 @@ def show_explain(topic, progress="default"):
     True
     """
     store = Progress() if progress == "default" else progress
-    return w.VBox([Explain(p, progress=store).widget for p in load_prompts(topic)])
+    return w.VBox([Explain(p, progress=store).widget for p in load("explain", topic)])

@@ -10,30 +10,9 @@ Programs print one line and run on any machine (they pick a GPU only if there is
 import contextlib
 import html
 import io
-from pathlib import Path
 
-from ..content import HERE, ContentError, load_entries
-from .quiz import Quiz, check_choices
-
-PREDICT_FIELDS = {"code": str, "choices": list, "answer": int, "explanation": str}
-
-
-def load_predictions(topic_or_path):
-    """The predict-the-output questions of a topic name or a file path.
-
-    >>> len(load_predictions("data_parallel")) >= 3
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "predict" / f"{topic_or_path}.json"
-    entries = load_entries(path, "questions", PREDICT_FIELDS)
-    for entry in entries:
-        check_choices(path, entry)
-        if entry.get("ranks", 1) not in (1, 2):
-            raise ContentError(f"{path}: entry [{entry['id']}]: 'ranks' must be 1 or 2")
-    return entries
-
+from ..content import load
+from .quiz import Quiz
 
 def as_question(entry):
     """A predict entry as a multiple-choice question (the program shown as code)."""
@@ -60,4 +39,4 @@ def show_predict(topic):
     >>> len(show_predict("ddp").questions) >= 3
     True
     """
-    return Quiz([as_question(e) for e in load_predictions(topic)])
+    return Quiz([as_question(e) for e in load("predict", topic)])

@@ -5,33 +5,12 @@ each with ``id``, ``question``, ``choices`` (at least two), ``answer`` (index of
 choice) and ``explanation``.
 """
 
-import html
-import re
-from pathlib import Path
 
 import anywidget
 import ipywidgets as w
 import traitlets
 
-from ..content import HERE, ContentError, load_entries
-
-QUESTION_FIELDS = {"question": str, "choices": list, "answer": int, "explanation": str}
-
-
-def load_questions(topic_or_path):
-    """The questions of a topic name (``"foundations"``) or a bank file path.
-
-    >>> len(load_questions("foundations")) >= 5
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "quiz" / f"{topic_or_path}.json"
-    questions = load_entries(path, "questions", QUESTION_FIELDS)
-    for q in questions:
-        check_choices(path, q)
-    return questions
-
+from ..content import load
 
 class Choices(anywidget.AnyWidget):
     """Answer choices as radio buttons whose labels are HTML, so code in a choice shows as code.
@@ -77,34 +56,12 @@ class Choices(anywidget.AnyWidget):
     """
 
 
-def choice_label(text):
-    """A choice as plain text shows it (Anki's export, the cheat sheets): markup becomes what it says.
-
-    >>> choice_label("<code>model.module.state_dict()</code> &amp; a <b>barrier</b>")
-    'model.module.state_dict() & a barrier'
-    """
-    return html.unescape(re.sub(r"<[^>]+>", "", text))
-
-
-def check_choices(path, entry):
-    """Raise :class:`ContentError` unless ``entry`` has two or more choices and a valid answer."""
-    where = f"{path}: entry [{entry['id']}]"
-    if len(entry["choices"]) < 2 or not all(isinstance(c, str) and c.strip() for c in entry["choices"]):
-        raise ContentError(f"{where}: 'choices' needs at least two non-empty strings")
-    labels = [choice_label(c) for c in entry["choices"]]
-    if len(set(labels)) != len(labels):
-        raise ContentError(f"{where}: two choices read the same once shown as plain text: {labels}")
-    if not 0 <= entry["answer"] < len(entry["choices"]):
-        raise ContentError(f"{where}: 'answer' {entry['answer']} is not an index into "
-                           f"{len(entry['choices'])} choices")
-
-
 class Quiz:
     """Questions with a *Check* button each, feedback at once and a running score.
 
     The score counts each question's first answer.
 
-    >>> quiz = Quiz(load_questions("foundations"))
+    >>> quiz = Quiz(load("quiz", "foundations"))
     >>> quiz.answer(0, quiz.questions[0]["answer"])
     True
     >>> quiz.score
@@ -177,4 +134,4 @@ def show_quiz(topic):
     >>> len(show_quiz("data_parallel").questions) >= 5
     True
     """
-    return Quiz(load_questions(topic))
+    return Quiz(load("quiz", topic))

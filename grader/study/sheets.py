@@ -5,37 +5,13 @@ idioms (``grader/content/sheets/<topic>.json``). The pages live in ``notebooks/c
 and are never edited by hand: ``make sheets`` writes them and a test checks they are in sync.
 """
 
-import ast
 import html
-import json
 import re
 from pathlib import Path
 
-from ..content import HERE, LEVELS, ContentError, load_entries, topics
-from .cards import load_deck
+from ..content import HERE, LEVELS, load, topics
 
 OUT = HERE.parents[1] / "notebooks" / "cheatsheets"
-
-
-def load_sheet(topic_or_path):
-    """A topic's sheet data: ``{"topic", "formulas", "idioms"}``.
-
-    >>> [f["name"] for f in load_sheet("data_parallel")["formulas"]][:1] != []
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "sheets" / f"{topic_or_path}.json"
-    formulas = load_entries(path, "formulas", {"name": str, "formula": str, "note": str})
-    idioms = load_entries(path, "idioms", {"title": str, "code": str})
-    for idiom in idioms:
-        try:
-            ast.parse(idiom["code"])
-        except SyntaxError as e:
-            raise ContentError(f"{path}: entry [{idiom['id']}]: 'code' is not valid Python ({e.msg}, "
-                               f"line {e.lineno})") from None
-    return {"topic": json.loads(path.read_text(encoding="utf-8")).get("topic", path.stem),
-            "formulas": formulas, "idioms": idioms}
 
 
 def _plain(text):
@@ -53,7 +29,7 @@ def render(topic):
     >>> render("ddp").splitlines()[0]
     '# Cheat sheet: DistributedDataParallel'
     """
-    sheet, cards = load_sheet(topic), load_deck(topic)
+    sheet, cards = load("sheets", topic), load("cards", topic)
     lines = [f"# Cheat sheet: {sheet['topic']}", "",
              # For maintainers only: a comment, which the rendered sheet does not show.
              f"<!-- Generated from grader/content/*/{topic}.json by `make sheets`; do not edit by hand. -->",

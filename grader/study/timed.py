@@ -14,54 +14,20 @@ the time itself is always read from :func:`time.monotonic`, which a test can rep
 
 import datetime
 import html
-import json
 import time
-from pathlib import Path
 
 import ipywidgets as w
 
-from ..content import HERE, ContentError, check_plain, load_entries
+from ..content import load
 from .progress import Progress
-from .quiz import Choices, check_choices
+from .quiz import Choices
 
-KINDS = ("predict", "concept", "hyperparameter", "debug", "metrics")
 KIND_NAMES = {"predict": "Predict the output", "concept": "Concept", "debug": "Debug",
               "hyperparameter": "Hyperparameter", "metrics": "Metrics"}
 # Drawn inline, so it shows where no emoji font is installed (most hub images).
 MEDAL = ('<svg width="14" height="16" viewBox="0 0 14 16" aria-hidden="true" style="vertical-align:-2px">'
          '<path d="M3 0h3l1 4 1-4h3l-2.5 6h-3z" fill="#1565c0"/>'
          '<circle cx="7" cy="10.5" r="5" fill="#f9a825" stroke="#8d6e00"/></svg>')
-PROBLEM_FIELDS = {"kind": str, "level": str, "title": str, "question": str, "choices": list,
-                  "answer": int, "hint": str, "explanation": str}
-
-
-def load_set(topic_or_path):
-    """A topic's challenge set: ``{"id", "badge", "seconds", "attempts", "problems"}``.
-
-    >>> s = load_set("ddp")
-    >>> sorted(p["kind"] for p in s["problems"]) == sorted(KINDS)
-    True
-    """
-    path = Path(topic_or_path)
-    if path.suffix != ".json":
-        path = HERE / "timed" / f"{topic_or_path}.json"
-    problems = load_entries(path, "problems", PROBLEM_FIELDS)
-    top = json.loads(path.read_text(encoding="utf-8"))
-    for p in problems:
-        check_choices(path, p)
-        check_plain(path, p["id"], "title", p["title"])
-        if p["kind"] not in KINDS:
-            raise ContentError(f"{path}: entry [{p['id']}]: kind {p['kind']!r} is not one of {', '.join(KINDS)}")
-        if p["kind"] == "predict" and not isinstance(p.get("code"), str):
-            raise ContentError(f"{path}: entry [{p['id']}]: a predict problem needs its 'code'")
-    if sorted(p["kind"] for p in problems) != sorted(KINDS):
-        raise ContentError(f"{path}: a set has one problem of each kind: {', '.join(KINDS)}")
-    if not isinstance(top.get("badge"), str) or not top["badge"].strip():
-        raise ContentError(f"{path}: missing 'badge'")
-    return {"id": path.stem, "badge": top["badge"], "seconds": top.get("seconds", 120),
-            "attempts": top.get("attempts", 2), "problems": problems}
-
-
 class Attempt:
     """One problem under the clock: ``answer`` it before time and attempts run out.
 
@@ -138,7 +104,7 @@ class ChallengeSet:
     and what to review.
 
     >>> t = [0.0]
-    >>> s = ChallengeSet(load_set("foundations"), clock=lambda: t[0], progress=None)
+    >>> s = ChallengeSet(load("timed", "foundations"), clock=lambda: t[0], progress=None)
     >>> [s.submit(i, p["answer"]) for i, p in enumerate(s.set["problems"])]
     ['right', 'right', 'right', 'right', 'right']
     >>> s.earned
@@ -311,7 +277,7 @@ def show_timed(topic, seconds=None, progress="default"):
     >>> show_timed("ddp", seconds=30, progress=None).attempts[0].seconds
     30
     """
-    challenge_set = load_set(topic)
+    challenge_set = load("timed", topic)
     if seconds:
         challenge_set["seconds"] = seconds
     return ChallengeSet(challenge_set, progress=Progress() if progress == "default" else progress)

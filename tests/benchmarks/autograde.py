@@ -1,18 +1,18 @@
-"""Serial `nbgrader autograde` against parallel autograde (grader.autograde), the same class, one run.
+"""Serial `nbgrader autograde` against parallel autograde (grader.grading.autograde), the same class, one run.
 
     python tests/benchmarks/autograde.py LESSON [--students 8] [--workers N] [--shards N] [--profile]
 
 A scratch course gets LESSON generated and a class of ``--students`` submissions (the
 solution, the untouched release and a wrong answer to two challenges, in turn), and a copy
 of it for each command. One is graded by ``nbgrader autograde LESSON``, one by ``python -m
-grader.autograde LESSON``, and, with ``--shards N``, one by N processes ``python -m
-grader.autograde LESSON --shard I/N --workers 1`` side by side, then ``merge``; each timed
+grader.grading.autograde LESSON``, and, with ``--shards N``, one by N processes ``python -m
+grader.grading.autograde LESSON --shard I/N --workers 1`` side by side, then ``merge``; each timed
 from the first command to the last one's exit. Every gradebook must agree with the serial one
 (tests/test_autograde.py's comparison, timed cells' scores left out). Prints a table of
 seconds and the ratio.
 
 ``--profile`` grades the class again, serially and in parallel, in instrumented processes
-(nbgrader's and grader.autograde's own functions, wrapped to write timestamps): where each
+(nbgrader's and grader.grading.autograde's own functions, wrapped to write timestamps): where each
 command's seconds go, per student and in all (the command's imports, the nbgrader app's
 start, the kernel's start, the notebook's first cell, which imports torch and the toolkit,
 the rest of the cells, what nbgrader does after, the gradebook copies and merges), as tables.
@@ -68,7 +68,7 @@ def timed(owner, name, before, after=None):
 
 def instrumented(mode, lesson, workers):
     """In the course directory: grade ``lesson`` serially (nbgrader's autograde app, in this process) or in
-    parallel (grader.autograde.autograde) with nbgrader's and grader.autograde's steps marked in EVENTS."""
+    parallel (grader.grading.autograde.autograde) with nbgrader's and grader.grading.autograde's steps marked in EVENTS."""
     import nbclient.client
     from nbconvert.preprocessors import ExecutePreprocessor
     from nbgrader.apps import NbGraderApp
@@ -76,7 +76,7 @@ def instrumented(mode, lesson, workers):
     from nbgrader.converters import Autograde
     from nbgrader.converters.base import BaseConverter
 
-    import grader.autograde as ag
+    import grader.grading.autograde as ag
 
     STUDENT[0] = None
     mark("imported")
@@ -219,9 +219,9 @@ def shards_run(course, lesson, count):
     ``merge``; the merge's process and seconds."""
     from conftest import activated, installed
 
-    from grader.autograde import core_sets
+    from grader.grading.autograde import core_sets
 
-    command = [installed()[0], "-m", "grader.autograde", lesson]
+    command = [installed()[0], "-m", "grader.grading.autograde", lesson]
     procs = [subprocess.Popen([*command, "--shard", f"{i}/{count}", "--workers", "1"], cwd=course, env=activated(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               preexec_fn=functools.partial(os.sched_setaffinity, 0, cores))
@@ -229,7 +229,7 @@ def shards_run(course, lesson, count):
     assert [proc.wait() for proc in procs] == [0] * count
     folders = sorted(str(p) for p in Path(course, "autograde_shards", lesson).iterdir())
     started = time.perf_counter()
-    merged = subprocess.run([installed()[0], "-m", "grader.autograde", "merge", lesson, *folders], cwd=course,
+    merged = subprocess.run([installed()[0], "-m", "grader.grading.autograde", "merge", lesson, *folders], cwd=course,
                             env=activated(), capture_output=True, text=True)
     return merged, time.perf_counter() - started
 
@@ -238,7 +238,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("lesson")
     parser.add_argument("--students", type=int, default=8)
-    parser.add_argument("--workers", type=int, help="passed on to grader.autograde (default: its own choice)")
+    parser.add_argument("--workers", type=int, help="passed on to grader.grading.autograde (default: its own choice)")
     parser.add_argument("--shards", type=int, help="also grade the class in this many shards, then merge")
     parser.add_argument("--profile", action="store_true", help="where the seconds go (see the docstring)")
     parser.add_argument("--instrumented", choices=["serial", "parallel"], help=argparse.SUPPRESS)
@@ -266,7 +266,7 @@ def main():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     expected = gradebook(serial, args.lesson)
     assert gradebook(parallel, args.lesson) == expected, "the gradebooks differ"
-    rows = [("nbgrader autograde (serial)", serial_run), ("python -m grader.autograde", parallel_run)]
+    rows = [("nbgrader autograde (serial)", serial_run), ("python -m grader.grading.autograde", parallel_run)]
     if args.shards:
         (merged, merge_seconds), sharded_run = measured(shards_run, sharded, args.lesson, args.shards, result=True)
         assert merged.returncode == 0, merged.stdout + merged.stderr

@@ -232,9 +232,9 @@ def scan(source, before=(), after=(), answered=()):
 
     >>> scan("get_ipython().input_transformers_cleanup.append(lambda lines: [])")
     ["line 1: uses IPython's shell (get_ipython)"]
-    >>> scan("checks.check_equal = lambda *a, **k: None", before="from grader import checks")
+    >>> scan("checks.check_equal = lambda *a, **k: None", before="from grader.grading import checks")
     ['line 1: changes checks.check_equal, which the notebook imported']
-    >>> scan("import sys\\nsys.modules['grader.checks'] = None")
+    >>> scan("import sys\\nsys.modules['grader.grading.checks'] = None")
     ['line 1: imports sys, which answers may not use', 'line 2: changes sys.modules, which the notebook imported', 'line 2: uses sys, which answers may not use']
     >>> scan("%run -i helper.py")
     ['line 1: names a Python file or a start-up place (-i helper.py)', 'line 1: runs an IPython magic or shell command']
@@ -564,7 +564,7 @@ class IsolatedExecute(Execute):
 class ManualGradeFlagged(NbGraderPreprocessor):
     """After ``SaveAutoGrades``: left to the instructor, saying why, are the tests after a flagged
     answer, and measured tests this machine could not decide (they raised
-    :class:`grader.fairness.Inconclusive`: the reference missed its bar too).
+    :class:`grader.grading.fairness.Inconclusive`: the reference missed its bar too).
 
     Each such grade gets no automatic score and ``needs_manual_grade`` (the formgrader asks
     for a score), its cell an output that gives the reason (the feedback shows it), and a

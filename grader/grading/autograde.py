@@ -1,8 +1,8 @@
 """Autograde a lesson's submissions in parallel, leaving the gradebook serial autograde would.
 
-    python -m grader.autograde LESSON [--workers N] [--force] [--timeout SECONDS]
-    python -m grader.autograde LESSON --shard I/N [--out DIR] [--workers N] ...
-    python -m grader.autograde merge LESSON SHARD_DIR...
+    python -m grader.grading.autograde LESSON [--workers N] [--force] [--timeout SECONDS]
+    python -m grader.grading.autograde LESSON --shard I/N [--out DIR] [--workers N] ...
+    python -m grader.grading.autograde merge LESSON SHARD_DIR...
 
 Run it where ``nbgrader autograde LESSON`` runs: in the course directory (where
 nbgrader_config.py is), after ``generate_assignment`` and ``collect``. nbgrader grades one
@@ -348,7 +348,7 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
                     stop(worker)
                     status = f"timed out after {timeout:g} s"
                     with open(log, "a") as out:
-                        out.write(f"\ngrader.autograde: {status}, stopped\n")
+                        out.write(f"\ngrader.grading.autograde: {status}, stopped\n")
                 elif worker.exitcode:
                     status = f"failed (exit {worker.exitcode})"
                 else:
@@ -550,7 +550,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         parser = argparse.ArgumentParser(
-            prog="python -m grader.autograde merge",
+            prog="python -m grader.grading.autograde merge",
             description="Merge shards (--shard I/N) into the course's gradebook and autograded/.")
         parser.add_argument("lesson")
         parser.add_argument("folders", nargs="+", metavar="SHARD_DIR",

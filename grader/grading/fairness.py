@@ -9,10 +9,17 @@ for the reference to reach its bar is told apart from a learner's answer that mi
 - it misses, and so did the reference: the machine decided, not the learner. Measure again,
   a bounded number of times with a pause, then raise :class:`Inconclusive`, which the
   course's autograde turns into manual grading with the numbers (never 0).
+
+:func:`decide` applies that rule to any :class:`Verdict`; :func:`near` makes one for a timing;
+:func:`grade_ddp_speedup` makes one for a DDP speedup, with the bars of
+``grader/content/thresholds.json``.
 """
 
 import time
 from dataclasses import dataclass
+
+from grader import scaling
+from grader.content import thresholds
 
 
 class Inconclusive(Exception):
@@ -44,7 +51,7 @@ def decide(measure, *, tries=3, pause=5.0):
     >>> decide(lambda: Verdict(False, True, "0.9x; reference 0.97x, needed 1.00x"), tries=2, pause=0)
     Traceback (most recent call last):
     ...
-    grader.fairness.Inconclusive: re-grade on a quieter machine (measured 2 times): 0.9x; reference 0.97x, needed 1.00x
+    grader.grading.fairness.Inconclusive: re-grade on a quieter machine (measured 2 times): 0.9x; reference 0.97x, needed 1.00x
     """
     for attempt in range(1, tries + 1):
         verdict = measure()
@@ -67,3 +74,65 @@ def near(measure, want, rtol, reference, what):
     got, ref = measure(), reference()
     return Verdict(abs(got - want) <= rtol * want, abs(ref - want) > rtol * want,
                    f"{what}: {got:.4f} s, wanted {want:.4f} s +/- {rtol:.0%}; the toolkit timed the same work at {ref:.4f} s")
+
+
+def _ddp_rule(ranks):
+    return thresholds("ddp_speedup")[scaling.ddp_backend(ranks)]
+
+
+def reference_per_rank_batch(ranks):
+    """The per-rank batch of the lessons' own solution, measured beside a learner's (``thresholds.json``).
+
+    >>> reference_per_rank_batch(2)
+    2048
+    """
+    return _ddp_rule(ranks)["reference_per_rank_batch"]
+
+
+@dataclass
+class SpeedupGrade:
+    """A learner's DDP speedup measured beside a reference configuration, and the verdict."""
+
+    per_rank_batch: int
+    speedup: float  # the learner's batch, best of the rounds
+    reference_batch: int
+    reference: float  # the reference batch, best of the same rounds
+    needed: float
+    measured_on: str
+
+    @property
+    def passed(self):
+        return self.speedup >= self.needed
+
+    @property
+    def busy(self):
+        """The reference missed the bar too: the machine, not the learner's batch, decided."""
+        return self.reference < self.needed
+
+    def __str__(self):
+        return (f"per-rank batch {self.per_rank_batch}: {self.speedup:.2f}x; reference batch "
+                f"{self.reference_batch}, measured in turn with it: {self.reference:.2f}x; needed "
+                f"{self.needed:.2f}x ({'passed' if self.passed else 'not reached'}), on {self.measured_on}")
+
+
+def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
+    """Measure the DDP speedup of ``per_rank_batch`` fairly, even on a busy grading machine.
+
+    The learner's batch and a reference batch (``reference_per_rank_batch`` in
+    ``thresholds.json``) take turns step by step in the same fresh processes, so other
+    work on the machine slows both alike; the best of ``rounds`` is kept for each. The bar
+    is :func:`grader.scaling.expected_ddp_speedup`, lowered to ``fraction_of_reference`` of what the
+    reference reached when the machine could not give the reference that much, and never
+    below 1 (the ranks must beat one process).
+
+    >>> g = grade_ddp_speedup(64, rounds=1, steps=1)   # doctest: +ELLIPSIS
+    >>> str(g)
+    'per-rank batch 64: ...'
+    """
+    rule = _ddp_rule(ranks)
+    reference_batch = reference_per_rank_batch(ranks)
+    batches = list(dict.fromkeys([per_rank_batch, reference_batch]))  # once if they are the same
+    best = [max(s) for s in zip(*(scaling.ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
+    mine, reference = best[0], best[-1]
+    needed = max(1.0, min(scaling.expected_ddp_speedup(ranks), rule["fraction_of_reference"] * reference))
+    return SpeedupGrade(per_rank_batch, mine, reference_batch, reference, needed, scaling.ddp_measured_on(ranks))
