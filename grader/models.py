@@ -1,9 +1,11 @@
-"""Small models the lessons train, written out plainly."""
+"""Small models the lessons train, written out plainly, and the one-process reference they are compared with."""
 
+import functools
 import math
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 
 
@@ -46,6 +48,42 @@ def teacher_task(samples, in_features=16, classes=4, seed=0):
     teacher = torch.randn(in_features, classes, generator=g)
     x = torch.randn(samples, in_features, generator=g)
     return x, (x @ teacher).argmax(dim=1)
+
+
+def one_vector(tensors):
+    """A model's parameters (or any tensors) in one detached CPU vector; FSDP's shards are gathered whole.
+
+    What the distributed challenges return from each rank, to compare with one process.
+
+    >>> one_vector(mlp(in_features=4, hidden=8, classes=2)).shape
+    torch.Size([130])
+    >>> one_vector([torch.ones(2, 2), torch.zeros(1)])
+    tensor([1., 1., 1., 1., 0.])
+    """
+    if isinstance(tensors, nn.Module):
+        tensors = tensors.parameters()
+    return torch.cat([(t.full_tensor() if isinstance(t, DTensor) else t).detach().flatten().cpu() for t in tensors])
+
+
+def train_one_process(steps, batch, optimizer, fresh_batches=False):
+    """The reference for the distributed training challenges: ``mlp(in_features=16, hidden=32)``
+    trained ``steps`` steps in one process on the whole ``synthetic_batch(batch, in_features=16)``
+    (a new one each step, seeded by the step, with ``fresh_batches``); returns :func:`one_vector` parameters.
+
+    ``optimizer`` makes the optimizer from the parameters.
+
+    >>> sgd = functools.partial(torch.optim.SGD, lr=0.1)
+    >>> train_one_process(2, 8, sgd).shape
+    torch.Size([1930])
+    """
+    model = mlp(in_features=16, hidden=32)
+    opt = optimizer(model.parameters())
+    for step in range(steps):
+        x, y = synthetic_batch(batch, in_features=16, seed=step if fresh_batches else 0)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return one_vector(model)
 
 
 class Block(nn.Module):

@@ -152,6 +152,26 @@ def test_a_session_brings_again_back_keeps_its_place_when_filtered_and_counts_do
     assert [c["id"] for c in session.cards] == ["s-3", "s-0"] and "2 left today" in session.counter.value
 
 
+def test_again_comes_back_when_its_learning_step_is_up_not_only_at_the_end(store):
+    deck = [{"id": f"s-{i}", "level": "beginner", "front": f"F{i}", "back": f"B{i}"} for i in range(4)]
+    t = [T0]
+    session = Flashcards(deck, progress=store, session=True, clock=lambda: t[0], fuzz=False)
+    session.flip(); session.rate("again")  # s-0: due again in a minute
+    assert session.card["id"] == "s-1"
+    t[0] += datetime.timedelta(seconds=30)
+    session.flip(); session.rate("good")  # its minute is not up: the next new card
+    assert session.card["id"] == "s-2"
+    t[0] += datetime.timedelta(seconds=40)
+    session.flip(); session.rate("good")  # 70 s: s-0's step is up, before s-3
+    assert session.card["id"] == "s-0"
+    session.flip(); session.rate("again")  # again: s-3 first, then s-0 shown early, the only one left
+    assert session.card["id"] == "s-3"
+    session.flip(); session.rate("easy")
+    assert session.card["id"] == "s-0" and "1 left today" in session.counter.value
+    session.flip(); session.rate("good")
+    assert session.card is None and "All done for now" in session.face.value
+
+
 def test_new_cards_have_a_daily_limit_that_a_restart_keeps(store):
     session = review_due(["ddp"], new=10, progress=store, clock=lambda: T0, new_per_day=4)
     assert len(session.cards) == 4 and "new cards today: 0 of 4" in session.widget.children[0].value
@@ -239,6 +259,16 @@ def test_explain_shows_the_model_answer_and_saves_the_learners_own_marks(tmp_pat
 
 
 # --- timed sets ---------------------------------------------------------------------------
+
+def test_a_set_finished_without_the_badge_leaves_only_its_summary(store):
+    s = ChallengeSet(load("timed", "ddp"), clock=lambda: 0.0, progress=store)
+    assert "No saved progress yet" in s.badge.value  # said on opening
+    for i, problem in enumerate(s.set["problems"]):
+        s.open(i)
+        for _ in range(s.set["attempts"]):
+            s.submit(i, (problem["answer"] + 1) % len(problem["choices"]))
+    assert "Badge not earned" in s.summary.value and s.badge.value == ""
+
 
 def test_an_attempt_runs_out_of_tries_and_of_time():
     t = [0.0]

@@ -85,6 +85,20 @@ def check_close(got, expected, name="value", rtol=1e-5, atol=1e-8, hint=""):
         _fail(f"{name} is not right", f"{e:.6g}", f"{g:.6g}", hint)
 
 
+def check_rows(calls, x, rank, rows, name):
+    """Assert every forward call in ``calls`` (:func:`grader.grading.record.watched`) saw this rank's
+    slice of ``x``: rows ``rank*rows`` to ``(rank+1)*rows``, exactly.
+
+    >>> from grader.grading import record
+    >>> x = torch.arange(8.0).reshape(4, 2)
+    >>> _, seen = record.watched(torch.nn.Identity(), x[2:])
+    >>> check_rows(seen, x, 1, 2, "rank 1")
+    """
+    for f in calls:
+        check_close(f.input, x[rank * rows:(rank + 1) * rows], f"{name}: the batch its forward pass saw", rtol=0,
+                    atol=0, hint="each rank trains on its own slice: rows rank*per_rank to (rank+1)*per_rank")
+
+
 def check_keys(state_dict, expected, name="state dict"):
     """Assert a state dict has exactly the expected keys; explain the difference.
 

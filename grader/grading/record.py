@@ -75,6 +75,22 @@ def forwards(inputs=False):
             h.remove()
 
 
+def watched(fn, *args):
+    """``fn(*args)`` with its forward calls recorded: ``(its result, the calls it made itself)``.
+
+    Launch it on ranks (``launch(record.watched, train, 3, 8, nprocs=2)``) to see, on each rank,
+    which modules the learner's loop called and the batch each call saw (inputs kept).
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    >>> _, seen = watched(net, torch.ones(5, 3))
+    >>> [(f.module, f.rows) for f in seen]
+    [('Sequential', 5)]
+    """
+    with forwards(inputs=True) as seen:
+        result = fn(*args)
+    return result, [f for f in seen if f.depth == 0]
+
+
 @contextlib.contextmanager
 def calls(owner, name, delay=0.0):
     """Record every call of ``owner.name`` while the block runs, as ``(args, kwargs)``.

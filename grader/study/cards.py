@@ -88,7 +88,8 @@ class Flashcards:
     """A deck shown one card at a time; rating a revealed card schedules it.
 
     ``session=True`` makes it a review session, as Anki's: a rated card leaves the queue, but
-    one rated Again comes back later in the same session; the counter says how many are left,
+    one rated Again comes back in the same session, as soon as its learning step (a minute)
+    is up, or when nothing else is left; the counter says how many are left,
     and the level filter only narrows what is shown (the session and its order stay).
     Each rating button shows the interval it would give. ``progress=None`` keeps nothing
     (ratings only move on); ``clock`` gives the time.
@@ -107,6 +108,7 @@ class Flashcards:
     def __init__(self, cards, seed=None, progress=None, session=False, clock=schedule.now,
                  fuzz=True, title=""):
         self.queue = list(cards)  # what is left (a session shrinks it), in order
+        self.waiting = {}  # card id: when a card rated Again in this session is due again
         self.cards = list(self.queue)  # what the level filter shows of it
         self.wanted = None
         self.index = 0
@@ -217,15 +219,27 @@ class Flashcards:
         if self.session:
             position = self.cards.index(card)
             self.queue.remove(card)
-            if rating == "again":  # a learning step: it comes back after the others
+            self.waiting.pop(card["id"], None)
+            if rating == "again":  # a learning step: back in this session once its step is up
                 self.queue.append(card)
+                self.waiting[card["id"]] = schedule.due_at(state) if state else when + datetime.timedelta(minutes=1)
                 if state is not None:
                     self.status.value += " It comes back later in this session."
-            following = self.cards[position + 1:] + self.cards[:position]
-            self._view(keep=next((c for c in following if c in self.queue), None))
+            following = self.cards[position + 1:] + self.cards[:position + 1]
+            self._view(keep=self._next(following))
         else:
             self.move(1)
         return state
+
+    def _next(self, following):
+        """After a rating, as Anki: a card rated Again whose step is up, else the next card not
+        waiting for its step, else (nothing else left) the waiting card due first, shown early."""
+        left = [c for c in following if c in self.queue]
+        now = self.clock()
+        waiting = [c for c in left if c["id"] in self.waiting]
+        up = sorted((c for c in waiting if self.waiting[c["id"]] <= now), key=lambda c: self.waiting[c["id"]])
+        rest = [c for c in left if c["id"] not in self.waiting]
+        return (up or rest or sorted(waiting, key=lambda c: self.waiting[c["id"]]) or [None])[0]
 
     def _render(self):
         card = self.card

@@ -235,6 +235,8 @@ class ChallengeSet:
                 self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
                 if self.progress.notice:
                     self.badge.value += f"<br>{html.escape(self.progress.notice)}"
+        else:  # the summary says it all; what the file said on opening is past
+            self.badge.value = ""
         solved = sum(a.solved for a in self.attempts)
         used = round(sum(a.used() for a in self.attempts))
         review = [html.escape(p["title"]) for p, a in zip(self.set["problems"], self.attempts) if not a.solved]
