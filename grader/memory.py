@@ -300,7 +300,7 @@ def gathered_bytes(model, groups=None):
     (FSDP gathers the next block while the current one computes its backward, so that block's
     bytes are held before the module shows them), each group once. Between steps, and
     whenever every group is resharded, it is 0. FSDP2 keeps these records out of its public
-    API: this reads them as torch 2.13 names them (``tests/test_model_parallel.py`` checks the
+    API: this reads them as torch 2.13 names them (``tests/lab/test_model_parallel.py`` checks the
     bytes, so a release that renames them fails there). ``groups`` (the model's parameter
     groups, found once) saves looking for them at each call.
 
@@ -477,7 +477,7 @@ def cuda_peak(device):
     device and kept for good), which for a small model is several times the model itself. A
     small matmul and its backward first put them in ``before``, so ``peak`` is what the block itself allocated at
     its peak: the tensors :func:`estimate` counts plus the allocator's temporaries.
-    GPU only (``tests/test_gpu.py`` runs it on one); on a CPU nothing is counted.
+    GPU only (``tests/lab/test_gpu.py`` runs it on one); on a CPU nothing is counted.
     """
     _warm_cublas(device)
     torch.cuda.synchronize(device)

@@ -12,14 +12,14 @@
    against its formula (:func:`grader.pipeline.run_schedule`), the memory calculator
    against measured bytes (:func:`grader.memory.training_step_bytes`, and on a GPU what
    CUDA's allocator held, :func:`grader.memory.cuda_peak`).
-4. The tests marked ``gpu`` (``pytest -m gpu tests/test_gpu.py``): passed, failed, or
+4. The tests marked ``gpu`` (``pytest -m gpu tests/lab/test_gpu.py``): passed, failed, or
    skipped with the reason.
 
 The report goes to ``<out>/<YYYY-MM-DD>-<gpu>.md`` (``cpu`` without one; ``-quick`` added for
 ``--quick``), its "Failures" section listing every failure with its message. The exit
 status is 1 when a lesson lost points, a cell raised or wrote to stderr, a measurement
 raised, or a gpu test failed. ``--quick`` is the CPU form that ``make test`` runs
-(tests/test_gpu_check.py): lesson 00 only, and small measurements.
+(tests/lab/test_gpu_check.py): lesson 00 only, and small measurements.
 """
 
 import argparse
@@ -74,7 +74,7 @@ class Lesson:
 
 @dataclass
 class GpuTest:
-    """One test of tests/test_gpu.py and how it ended: passed, failed, error or skipped."""
+    """One test of tests/lab/test_gpu.py and how it ended: passed, failed, error or skipped."""
 
     name: str
     outcome: str
@@ -238,15 +238,15 @@ def junit_results(path):
 
 
 def run_gpu_tests(check, scratch):
-    """``pytest -m gpu tests/test_gpu.py`` in a fresh process; every test's outcome into ``check.tests``."""
+    """``pytest -m gpu tests/lab/test_gpu.py`` in a fresh process; every test's outcome into ``check.tests``."""
     xml = Path(scratch) / "gpu-tests.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_gpu.py", "-rs", "-p",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/lab/test_gpu.py", "-rs", "-p",
                            "no:cacheprovider", f"--junitxml={xml}"],
                           cwd=REPO, env=activated(), capture_output=True, text=True, timeout=1800)
     print("\n".join(proc.stdout.strip().splitlines()[-12:]), flush=True)
     check.tests = junit_results(xml) if xml.exists() else []
     if proc.returncode and not any(t.failed for t in check.tests):  # pytest itself failed, or found no test
-        check.errors.append(f"pytest -m gpu tests/test_gpu.py exited {proc.returncode}:\n"
+        check.errors.append(f"pytest -m gpu tests/lab/test_gpu.py exited {proc.returncode}:\n"
                             f"{(proc.stdout + proc.stderr)[-3000:]}")
 
 
@@ -311,7 +311,7 @@ def report(check):
                       "CUDA allocator", "allocator / estimate", "max_memory_allocated"],
                      [(label, _mb(want), _mb(got), _ratio(got, want), _mb(alloc), _ratio(alloc, want), _mb(bare))
                       for label, want, got, alloc, bare in check.memory] or [("not measured", "", "", "", "", "", "")])]
-    parts += ["## GPU tests (`pytest -m gpu tests/test_gpu.py`)",
+    parts += ["## GPU tests (`pytest -m gpu tests/lab/test_gpu.py`)",
               _table(["test", "outcome", "seconds", "reason or message"],
                      [(t.name, t.outcome, f"{t.seconds:.1f}", t.message.split("\n")[0]) for t in check.tests]
                      or [("none ran", "", "", "")])]
@@ -366,7 +366,7 @@ def main(argv=None):
         attempt(check, "the DDP speedup", measure_ddp, sizes["ddp"])
         attempt(check, "the pipeline bubble", measure_bubble, sizes["bubble"])
         attempt(check, "memory against the estimate", measure_memory, sizes["memory"])
-        attempt(check, "pytest -m gpu tests/test_gpu.py", run_gpu_tests, scratch)
+        attempt(check, "pytest -m gpu tests/lab/test_gpu.py", run_gpu_tests, scratch)
     check.seconds = time.monotonic() - start
     path = write(check, args.out)
     found = failures(check)

@@ -155,6 +155,26 @@ def _explain(path, prompt):
         raise ContentError(f"{path}: entry [{prompt['id']}]: needs at least two concepts")
 
 
+def _quiz(path, question):
+    """Choices, and ``why_not`` if given: one text per wrong choice (null for the right one), never naming it."""
+    check_choices(path, question)
+    why_not = question.get("why_not")
+    if why_not is None:
+        return
+    where = f"{path}: entry [{question['id']}]: 'why_not'"
+    if not isinstance(why_not, list) or len(why_not) != len(question["choices"]):
+        raise ContentError(f"{where} needs one entry per choice ({len(question['choices'])})")
+    right = plain(question["choices"][question["answer"]]).lower()
+    for i, text in enumerate(why_not):
+        if i == question["answer"]:
+            if text is not None:
+                raise ContentError(f"{where}: entry {i} is the right choice's, so it is null")
+        elif not isinstance(text, str) or not text.strip():
+            raise ContentError(f"{where}: entry {i} should say why choice {i} is wrong")
+        elif len(right) >= 8 and right in plain(text).lower():
+            raise ContentError(f"{where}: entry {i} names the right choice, which gives it away")
+
+
 def _predict(path, entry):
     check_choices(path, entry)
     if entry.get("ranks", 1) not in (1, 2):
@@ -171,7 +191,7 @@ def _timed(path, problem):
         raise ContentError(f"{path}: entry [{problem['id']}]: a predict problem needs its 'code'")
 
 
-CHECKS = {"quiz": check_choices, "predict": _predict, "explain": _explain, "timed": _timed}
+CHECKS = {"quiz": _quiz, "predict": _predict, "explain": _explain, "timed": _timed}
 
 
 def _set(path, problems):

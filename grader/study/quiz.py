@@ -111,10 +111,11 @@ class Quiz:
         elif right:
             text = (f"<span style='color:green'>✔ Right</span>, but only the first answer counts: "
                     f"this question scores 0. {q['explanation']}")
-        else:  # the explanation would give the answer away: it waits for the right one
-            text = ("<span style='color:#c62828'>✘ Not this one.</span> It scores 0 (the first answer "
-                    "is the one that counts). Think again and pick another: the explanation comes "
-                    "with the right answer.")
+        else:  # why this choice is wrong, never which one is right: the explanation waits for that
+            why = q["why_not"][radio.index] if q.get("why_not") else ""
+            text = (f"<span style='color:#c62828'>✘ Not this one.</span> {why} It scores 0 (the first "
+                    "answer is the one that counts). Think again and pick another: the explanation "
+                    "comes with the right answer.")
         self.feedback[i].value = text
         self._render_score()
         return right

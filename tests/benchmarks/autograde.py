@@ -8,7 +8,7 @@ of it for each command. One is graded by ``nbgrader autograde LESSON``, one by `
 grader.grading.autograde LESSON``, and, with ``--shards N``, one by N processes ``python -m
 grader.grading.autograde LESSON --shard I/N --workers 1`` side by side, then ``merge``; each timed
 from the first command to the last one's exit. Every gradebook must agree with the serial one
-(tests/test_autograde.py's comparison, timed cells' scores left out). Prints a table of
+(tests/grading/test_autograde.py's comparison, timed cells' scores left out). Prints a table of
 seconds and the ratio.
 
 ``--profile`` grades the class again, serially and in parallel, in instrumented processes

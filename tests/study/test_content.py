@@ -19,7 +19,10 @@ def test_every_deck_loads_with_enough_cards(topic):
 
 @pytest.mark.parametrize("topic", content.topics("quiz"))
 def test_every_question_bank_loads(topic):
-    assert len(load("quiz", topic)) >= 5
+    questions = load("quiz", topic)
+    assert len(questions) >= 5
+    # Every wrong choice says why it is wrong, so a wrong answer teaches without giving the answer away.
+    assert [q["id"] for q in questions if not q.get("why_not")] == []
 
 
 def test_each_deck_has_a_question_bank():
@@ -67,6 +70,15 @@ def test_deck_that_is_not_json_names_the_file(tmp_path):
     ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": True, "explanation": "e"},
      "'answer' should be int"),
     ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 0}, "missing 'explanation'"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 0, "explanation": "e", "why_not": [None]},
+     "'why_not' needs one entry per choice (2)"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 0, "explanation": "e",
+      "why_not": ["right", "wrong"]}, "entry 0 is the right choice's, so it is null"),
+    ({"id": "q-1", "question": "Q", "choices": ["a", "b"], "answer": 0, "explanation": "e",
+      "why_not": [None, " "]}, "entry 1 should say why choice 1 is wrong"),
+    ({"id": "q-1", "question": "Q", "choices": ["the sum of the gradients", "the mean of the gradients"], "answer": 1,
+      "explanation": "e", "why_not": ["Not summed: it is <b>the mean of the gradients</b>.", None]},
+     "entry 0 names the right choice"),
 ])
 def test_malformed_question_names_file_and_entry(tmp_path, question, message):
     path = write(tmp_path, {"questions": [question]})
@@ -128,6 +140,7 @@ def test_quiz_feedback_and_score_counts_first_answers():
     shown = quiz.feedback[0].value
     assert "Not this one" in shown and "first answer" in shown and q0["explanation"] not in shown
     assert plain(q0["choices"][q0["answer"]]) not in shown and q0["choices"][q0["answer"]] not in shown
+    assert q0["why_not"][wrong] in shown  # why that choice is wrong
     assert quiz.answer(0, q0["answer"]) is True
     assert "only the first answer counts" in quiz.feedback[0].value and q0["explanation"] in quiz.feedback[0].value
     assert quiz.score == (0, 1)  # the first answer counts

@@ -2,7 +2,7 @@
 
 Every test is marked ``gpu`` and skipped, with the reason, where there is no CUDA GPU; the
 NCCL ones need two (one GPU per rank). ``make gpu-check`` runs them (``pytest -m gpu
-tests/test_gpu.py``) and lists each in its report; on a CPU machine ``make test`` shows
+tests/lab/test_gpu.py``) and lists each in its report; on a CPU machine ``make test`` shows
 them skipped.
 
 - NCCL set-up: each rank's group bound to its own GPU (``device_id``), an all-reduce right.

@@ -14,8 +14,8 @@ from conftest import REPO, activated, points
 
 
 def gpu_test_names():
-    """The tests of tests/test_gpu.py, by name."""
-    tree = ast.parse((REPO / "tests" / "test_gpu.py").read_text())
+    """The tests of tests/lab/test_gpu.py, by name."""
+    tree = ast.parse((REPO / "tests" / "lab" / "test_gpu.py").read_text())
     return [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")]
 
 

@@ -10,7 +10,7 @@ from conftest import LESSONS, REPO, assert_ran_cleanly, graded_cells, lesson_not
 
 # Run every cell under the time-out nbgrader grades with. The lessons' source notebooks run
 # once, in the nbgrader round trip: the solver's autograded copy is checked there the same way
-# (tests/test_nbgrader.py), so here run the self-study notebooks.
+# (tests/grading/test_nbgrader.py), so here run the self-study notebooks.
 CELL_TIMEOUT = int(re.search(r"c\.Execute\.timeout = (\d+)", (REPO / "nbgrader_config.py").read_text())[1])
 STUDY_NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
