@@ -59,7 +59,7 @@ def show_calculator(**start):
         rows = "".join(f"<tr><td style='padding-right:14px'>{kind}</td>"
                        f"<td style='text-align:right'>{_size(e[kind])}</td></tr>"
                        for kind in ("parameters", "gradients", "optimizer", "activations", "total"))
-        verdict = (f"<p style='padding:4px 8px;border-radius:4px;display:inline-block;"
+        verdict = ("<p style='padding:4px 8px;border-radius:4px;display:inline-block;"
                    + ("background:#e8f5e9;color:#1b5e20'><b>Fits</b>" if fits else
                       "background:#ffebee;color:#b71c1c;font-size:115%'><b>Does not fit</b>")
                    + f" in {device_gb.value:g} GB per device</p>")

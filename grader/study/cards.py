@@ -214,7 +214,7 @@ class Flashcards:
                 r["cards"][card["id"]] = schedule.review(r["cards"].get(card["id"]), rating, when, self.fuzz)
             state = self.progress.update(change)["cards"][card["id"]]
             # The file's notice (missing, set aside) was said on opening; now it holds this rating.
-            self.status.value = (f"{rating.capitalize()}: this card comes back "
+            self.status.value = (f"{rating.capitalize()}: that card comes back "
                                  f"{when_text(schedule.due_at(state), when)}.")
         if self.session:
             position = self.cards.index(card)

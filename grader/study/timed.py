@@ -132,6 +132,7 @@ class ChallengeSet:
         self.prev_button, self.next_button = w.Button(description="◀"), w.Button(description="▶")
         self.feedback = w.HTML()
         self.badge = w.HTML(html.escape(notice))
+        self.opening = self.badge.value  # what the file said on opening; the first save makes it past
         self.summary = w.HTML()
         # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
         self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
@@ -223,6 +224,8 @@ class ChallengeSet:
         if self.progress is not None:
             self.progress.update(lambda r: r.setdefault("timed", {}).__setitem__(
                 self.set["id"], [a.saved() for a in self.attempts]))
+            if self.badge.value == self.opening:
+                self.badge.value = ""
 
     def _award(self):
         """Once every problem is closed: the summary, and the badge if every one was solved."""
@@ -235,8 +238,6 @@ class ChallengeSet:
                 self.progress.update(lambda r: r["badges"].setdefault(self.set["id"], today))
                 if self.progress.notice:
                     self.badge.value += f"<br>{html.escape(self.progress.notice)}"
-        else:  # the summary says it all; what the file said on opening is past
-            self.badge.value = ""
         solved = sum(a.solved for a in self.attempts)
         used = round(sum(a.used() for a in self.attempts))
         review = [html.escape(p["title"]) for p, a in zip(self.set["problems"], self.attempts) if not a.solved]

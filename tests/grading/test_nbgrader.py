@@ -4,7 +4,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import (LESSONS, REPO, assert_ran_cleanly, mutant_students, nbgrader, points, read_nb, scores,
-                      submission, submit)
+                      submission, submit, undecided)
 from mutants import MUTANTS
 
 pytestmark = pytest.mark.slow
@@ -73,15 +73,18 @@ def graded(released):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_solution_gets_full_marks(graded, lesson):
-    score, max_score, _ = scores(graded[0], lesson, "solver")
+    # A right answer never loses a point: on a machine too busy for the reference to reach
+    # its bar, a measured cell goes to the instructor with the numbers, never to 0.
+    score, max_score, per_cell = scores(graded[0], lesson, "solver")
+    busy = undecided(graded[0], lesson, "solver")
     assert max_score >= 10
-    assert score == max_score
+    assert score + sum(points(lesson)[gid] for gid in busy) == max_score, (per_cell, busy)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_solution_runs_top_to_bottom_without_errors_or_stderr(graded, lesson):
     # The solver's notebook is the source run top to bottom, under nbgrader's cell time-out.
-    assert_ran_cleanly(read_nb(graded[0] / "autograded" / "solver" / lesson / f"{lesson}.ipynb"))
+    assert_ran_cleanly(read_nb(graded[0] / "autograded" / "solver" / lesson / f"{lesson}.ipynb"), busy=True)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -99,8 +102,9 @@ def test_mutant_loses_exactly_its_challenges_points(graded, lesson, mutant):
     assert per_cell[test_id] == 0, f"{mutant} scored on {test_id}: the challenge accepts this wrong answer"
     # Every challenge this student answered rightly keeps its points: the mutants cost only their own.
     mutated = {f"{gid}_test" for gid in carried}
-    right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated}
-    assert {gid: per_cell[gid] for gid in right} == right, per_cell
+    busy = undecided(graded[0], lesson, student)  # left to the instructor, as for a right answer
+    right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated | busy}
+    assert {gid: per_cell[gid] for gid in right} == right, (per_cell, busy)
 
 
 def test_tampered_deleted_and_endless_cells_score_nothing_and_the_rest_is_graded(graded):

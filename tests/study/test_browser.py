@@ -81,7 +81,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[0]["back"]))
         page.keyboard.press("3")
-        expect(page.locator(".card-status").first).to_contain_text("Good: this card comes back in 10 minutes")
+        expect(page.locator(".card-status").first).to_contain_text("Good: that card comes back in 10 minutes")
         expect(face).to_contain_text(plain(deck[1]["front"]))
         page.screenshot(path=str(ARTIFACTS / "study_card_rated.png"))
 

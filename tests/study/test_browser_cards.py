@@ -49,7 +49,7 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
         expect(face).to_contain_text(plain(deck[1]["front"]))
         page.keyboard.press("Space")
         page.keyboard.press("3")
-        expect(page.locator(".card-status").first).to_contain_text("Good: this card comes back")
+        expect(page.locator(".card-status").first).to_contain_text("Good: that card comes back")
         expect(face).to_contain_text(plain(deck[2]["front"]))
         # The keys it used never reached JupyterLab: the notebook still has its three cells.
         expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(3)

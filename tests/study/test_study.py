@@ -262,7 +262,9 @@ def test_explain_shows_the_model_answer_and_saves_the_learners_own_marks(tmp_pat
 
 def test_a_set_finished_without_the_badge_leaves_only_its_summary(store):
     s = ChallengeSet(load("timed", "ddp"), clock=lambda: 0.0, progress=store)
-    assert "No saved progress yet" in s.badge.value  # said on opening
+    assert "No saved progress yet" in s.badge.value  # said on opening, until the first answer is saved
+    s.open(0)
+    assert s.badge.value == ""
     for i, problem in enumerate(s.set["problems"]):
         s.open(i)
         for _ in range(s.set["attempts"]):
