@@ -1,4 +1,5 @@
 import atexit
+import contextlib
 import copy
 import functools
 import json
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,35 @@ def assert_ran_cleanly(nb, busy=False):
 def graded_cells(nb, kind):
     """Cells nbgrader marks as ``kind`` ("solution" or "grade")."""
     return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get(kind)]
+
+
+@contextlib.contextmanager
+def cpu_hogs(count):
+    """Run the block beside ``count`` CPU-heavy processes (endless loops), as other jobs load a shared grader.
+
+    On leaving, the block must have had them: each still running, and together they must have
+    used at least half a core on average over the block (on a 2-core machine two of them take
+    most of it). Otherwise the block ran on a quieter machine than it claims and this fails.
+    """
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        running = [hog.poll() is None for hog in hogs]
+        used = sum(cpu_seconds(hog.pid) for hog in hogs)  # read while they still run
+        wall = time.monotonic() - start
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert all(running), "a CPU-heavy process ended before the block did"
+    assert used >= wall / 2, f"the CPU-heavy processes used {used:.0f} s of CPU in {wall:.0f} s"
+
+
+def cpu_seconds(pid):
+    """CPU time (user and system) a live process has used, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port():

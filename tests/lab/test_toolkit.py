@@ -1,7 +1,5 @@
 """Unit tests for grader.hardware, grader.timing, grader.grading.record, grader.grading.checks and grader.plots."""
 
-import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
@@ -11,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import cpu_hogs
 from grader import hardware, plots, scaling, timing
 from grader.grading import checks, fairness, record
 from grader.pipeline import Work
@@ -218,14 +217,10 @@ def test_device_is_the_current_gpu_once_cuda_runs(monkeypatch):
 def test_a_graded_speedup_holds_on_a_busy_machine_and_a_poor_choice_still_fails():
     if hardware.cpu_cores() < 2:
         pytest.skip("one core: two ranks cannot run at once")
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another grading job
-    try:
+    with cpu_hogs(1):  # another grading job
         # A good choice other than the reference (2048, the solution), so it is judged against it.
         good = fairness.grade_ddp_speedup(4096, ranks=2)
         poor = fairness.grade_ddp_speedup(16, ranks=2)
-    finally:
-        hog.kill()
-        hog.wait()
     assert good.passed, str(good)
     assert not poor.passed, str(poor)
 
