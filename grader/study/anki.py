@@ -10,7 +10,6 @@ instead of adding copies. Deck and note-type ids are fixed for the same reason.
 
 import argparse
 import hashlib
-import html
 from pathlib import Path
 
 import genanki
