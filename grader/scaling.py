@@ -156,15 +156,16 @@ def measured_speedups(per_rank_batch, ranks):
     return {s for kind, b, n, s in _MEASURED if (kind, b, n) == ("ddp", per_rank_batch, ranks)}
 
 
-def measured_scaling(kind, ranks, speedups):
-    """Whether a ``kind`` ("strong" or "weak") scaling sweep here returned exactly these ``speedups`` on these ``ranks``.
+def measured_scaling(kind, batch, ranks, speedups):
+    """Whether a ``kind`` ("strong" or "weak") scaling sweep of ``batch`` (the global batch for
+    strong scaling, the per-rank one for weak) here returned exactly these ``speedups`` on these ``ranks``.
 
     >>> points = strong_scaling(256, ranks=[1, 2], steps=1, warmup=1)
     >>> ranks, speedups = [p.ranks for p in points], [p.speedup for p in points]
-    >>> measured_scaling("strong", ranks, speedups), measured_scaling("weak", ranks, speedups)
-    (True, False)
+    >>> [measured_scaling(k, b, ranks, speedups) for k, b in (("strong", 256), ("strong", 512), ("weak", 256))]
+    [True, False, False]
     """
-    return (kind, tuple(ranks), tuple(speedups), None) in _MEASURED
+    return (kind, batch, tuple(ranks), tuple(speedups)) in _MEASURED
 
 
 @dataclass
@@ -200,7 +201,7 @@ def _scaling(kind, ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1)
             gain = speedup(n, t1, tn)
             rows.append(ScalingPoint(n, per_rank(n), tn, gain, gain / n))
         tables.append([ScalingPoint(1, per_rank(1), statistics.median(baselines), 1.0, 1.0), *rows])
-    _MEASURED.update((kind, tuple(p.ranks for p in table), tuple(p.speedup for p in table), None) for table in tables)
+    _MEASURED.update((kind, one_batch, tuple(p.ranks for p in table), tuple(p.speedup for p in table)) for table in tables)
     return tables
 
 

@@ -67,6 +67,7 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     device = torch.device(device) if device is not None else hardware.device()
     on_gpu = device.type == "cuda"
+    started = time.perf_counter()
     # Events are recorded on the current stream of the current device: make it the measured one.
     with torch.cuda.device(device) if on_gpu else contextlib.nullcontext():
         for _ in range(warmup):
@@ -89,7 +90,26 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
                 times.append(time.perf_counter() - t0)
         if on_gpu and not sync:
             torch.cuda.synchronize(device)  # leave no queued work behind for the next cell
-    return Timing(times, label=label, synchronized=sync or not on_gpu)
+    result = Timing(times, label=label, synchronized=sync or not on_gpu)
+    _MEASURED.append((result, started, time.perf_counter()))
+    return result
+
+
+# What measure() returned here, with when it ran: a value graded as a measurement must be one of
+# these, not a Timing typed in (a learner's cell cannot reach this private list: the grading scan refuses it).
+_MEASURED = []
+
+
+def measured_when(timing):
+    """``(start, end)`` in ``time.perf_counter()`` seconds of the :func:`measure` call in this process
+    that returned this very :class:`Timing`; None for a Timing made any other way.
+
+    >>> t = measure(lambda: None, repeats=1)
+    >>> start, end = measured_when(t)
+    >>> start < end, measured_when(Timing([0.5]))
+    (True, None)
+    """
+    return next(((start, end) for t, start, end in _MEASURED if t is timing), None)
 
 
 def wait(device):

@@ -7,6 +7,7 @@ a test cell that writes to stderr zero points even when it passes.
 
 import contextlib
 import io
+import types
 import warnings
 
 import torch
@@ -58,8 +59,27 @@ def check_equal(got, expected, name="value", hint=""):
 
     >>> check_equal([4, 4, 4, 4], [4, 4, 4, 4], "chunk sizes")
     """
+    if _own_equality(got):
+        _fail(f"{name} should be a plain value", repr(expected), f"an object of a class of the notebook's own, "
+              f"{type(got).__name__}, whose == the notebook wrote", "return numbers, strings, lists, tuples or dicts")
     if got != expected:
         _fail(f"{name} is not right", repr(expected), repr(got), hint)
+
+
+def _own_equality(value):
+    """Whether a value, or one inside it, compares with an ``==`` or ``!=`` written in the notebook.
+
+    >>> notebook = {"__name__": "__main__"}   # a kernel's namespace
+    >>> exec("class Liar:\\n    def __eq__(self, other):\\n        return True", notebook)
+    >>> _own_equality([1, (2.0, "x")]), _own_equality([notebook["Liar"]()])
+    (False, True)
+    """
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(map(_own_equality, value))
+    if isinstance(value, dict):
+        return any(_own_equality(k) or _own_equality(v) for k, v in value.items())
+    methods = (getattr(type(value), name, None) for name in ("__eq__", "__ne__"))
+    return any(isinstance(m, types.FunctionType) and m.__module__ == "__main__" for m in methods)
 
 
 def check_close(got, expected, name="value", rtol=1e-5, atol=1e-8, hint=""):

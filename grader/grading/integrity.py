@@ -51,15 +51,24 @@ NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working di
 # importlib, subprocess, ctypes, gc, builtins, ...), and is refused.
 ALLOWED = {"__future__", "torch", "numpy", "grader", "math", "statistics", "time", "functools", "itertools",
            "collections", "contextlib", "dataclasses", "typing", "random", "copy", "warnings", "tempfile",
-           "pathlib", "os"}
-OS = {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity", "path", "sep"}  # of os, only these
+           "pathlib", "os", "timeit"}
+# Of these modules, only these names: a timer and plain file handling, nothing that runs code.
+LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity", "path", "sep", "makedirs", "replace",
+                  "remove", "listdir"},
+           "timeit": {"default_timer"}}
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
-        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "integrity", "autograde",
-        "fairness"}
+        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "integrity",
+        "autograde", "fairness"}
 SHELL = {"get_ipython", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "__", "___", "exit", "quit"}
 DYNAMIC = {"exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"}
 SPECIAL = {"__init__", "__name__", "__main__"}  # special names an answer may use
+READ_ONLY = {"__class__"}  # special attributes an answer may read, never set
+# The interpreter's own records: frames, generators, coroutines, tracebacks, code objects. Through
+# them code reaches any namespace (``gen().gi_frame.f_globals``) and the builtins.
+INTERPRETER = re.compile(r"(f|gi|cr|ag|tb|co)_[a-z_]+")
+# Tensor fields a training loop sets on the tensors it holds (``p.grad /= world``).
+TENSOR_FIELDS = {"grad", "data", "requires_grad"}
 METHODS = SPECIAL | {"__post_init__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__", "__next__",
                      "__call__", "__enter__", "__exit__"}  # special methods an answer's class may define
 MUTATORS = {"update", "append", "extend", "insert", "pop", "popitem", "clear", "remove", "setdefault", "add",
@@ -148,8 +157,8 @@ def _step(module, attr):
         return f"reaches {name}, which changes the library, runs hidden code or decides grades", reached
     if module.split(".")[0] == "grader":
         return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
-    if module == "os":
-        return (None if attr in OS else f"uses {name}"), ("os.path" if attr == "path" else None)
+    if module in LIMITED:
+        return (None if attr in LIMITED[module] else f"uses {name}"), ("os.path" if name == "os.path" else None)
     if reached is None and attr in sys.stdlib_module_names:
         return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
     return None, reached
@@ -219,6 +228,12 @@ def _folded(node):
     return None if None in parts else "".join(parts)
 
 
+def _classy(node):
+    """Whether an expression reads an object's class: ``type(x)`` or ``x.__class__``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type") or \
+        (isinstance(node, ast.Attribute) and node.attr == "__class__")
+
+
 def _trees(sources):
     return [t for t in map(_parse, [sources] if isinstance(sources, str) else sources) if t is not None]
 
@@ -247,10 +262,25 @@ def scan(source, before=(), after=(), answered=()):
     before, after = _trees(before), _trees(after)
     given = {name: target for t in before for name, target, _ in _bindings(t)}  # the lesson's names so far
     imports = {name: target for t in [*before, *_trees(answered), tree] for name, target, _ in _bindings(t) if target}
+    # Imports inside the answer's functions too: a module a function imports and returns is still that module.
+    imports.update((name, target) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                   for name, target in _imported(node).items())
     used = set().union(*(_reads(t) for t in after), *(_reads(t, deferred=True) for t in before))
     protected = (set(given) | BUILTINS) & used  # what the lesson's code still to run reads: not to be rebound
     held = {name: imports.get(name) for name in set(imports) | protected}  # the lesson's objects and modules
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    # Objects the answer made itself, whose attributes it may set: its classes' ``self`` and their instances.
+    selves = {f.args.args[0].arg for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+              for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.args.args}
+    made, typed = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            names = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id in classes:
+                made |= names
+            if any(_classy(n) for n in ast.walk(node.value)):
+                typed |= names  # ``kind = type(batch)``: a class, maybe the library's
     scopes = {}
     found = set()
 
@@ -293,6 +323,13 @@ def scan(source, before=(), after=(), answered=()):
         for attr in attrs:
             module = _step(module, attr)[1] if module and (_is_module(module) or module == "os.path") else None
         return module if module and (_is_module(module) or module == "os.path") else None
+
+    def own(obj, attr):
+        """Whether setting ``attr`` on the object ``obj`` changes only what the answer made itself."""
+        root, attrs = _chain(obj)
+        if root is None or lesson(root) or root.id in typed or "__class__" in attrs:
+            return False
+        return attr in TENSOR_FIELDS or (not attrs and (root.id in selves or root.id in made))
 
     def walk(module, attrs, node):
         """Follow ``attrs`` from the module named ``module``, flagging the first step an answer may not take."""
@@ -360,11 +397,18 @@ def scan(source, before=(), after=(), answered=()):
                     if name.startswith("__") and name not in METHODS:
                         flag(item, f"defines {name}, which changes how its objects behave")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and node.attr not in SPECIAL:
+            if node.attr.startswith("__") and node.attr not in SPECIAL and \
+                    not (node.attr in READ_ONLY and isinstance(node.ctx, ast.Load)):
                 flag(node, f"uses the special attribute {node.attr}")
+            if INTERPRETER.fullmatch(node.attr):
+                flag(node, f"reaches the interpreter's frames or code ({node.attr})")
             root, attrs = _chain(node)
             if lesson(root) and not isinstance(parents.get(node), (ast.Attribute, ast.Subscript)):
                 walk(held[root.id], attrs, node)
+                module = module_of(root, attrs)
+                call = parents.get(node)
+                if module and not (isinstance(call, ast.Call) and call.func is node):
+                    flag(node, f"passes the module {module} around as a value")
         elif isinstance(node, ast.keyword):
             if node.arg and node.arg.startswith("__") and node.arg not in METHODS:
                 flag(node.value, f"names the special attribute {node.arg}")
@@ -387,12 +431,19 @@ def scan(source, before=(), after=(), answered=()):
                 if isinstance(target, (ast.Attribute, ast.Subscript)) and lesson(root):
                     flag(target, f"changes {'.'.join([root.id, *attrs])}, which the notebook "
                                  f"{'imported' if root.id in imports else 'uses'}")
+                elif isinstance(target, ast.Attribute) and not own(target.value, target.attr):
+                    flag(target, f"sets {target.attr} on an object it did not make ({ast.unparse(target)[:60]})")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ("setattr", "delattr", "getattr"):
             if len(node.args) < 2 or _folded(node.args[1]) is None:
                 flag(node, f"names an attribute at run time ({node.func.id})")
             elif node.func.id != "getattr" and lesson(_chain(node.args[0])[0]):
                 flag(node, f"changes {_chain(node.args[0])[0].id} with {node.func.id}, which the lesson uses")
+            elif node.func.id != "getattr" and not own(node.args[0], _folded(node.args[1])):
+                flag(node, f"sets {_folded(node.args[1])} on an object it did not make ({node.func.id})")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
+                len(node.args) + len(node.keywords) > 1:
+            flag(node, "builds a class at run time (type with three arguments)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
             root, attrs = _chain(node.func.value)  # not a module's function: ``np.append``, ``torch.add``
             if lesson(root) and not module_of(root, attrs) and \

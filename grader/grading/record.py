@@ -10,10 +10,15 @@ time. These recorders let a test see the route taken:
 - :func:`calls`: every call of one function (``torch.save``, say), optionally slowed
   down so that a rank that does not wait for it is caught;
 - :func:`runs`: every run of a Python function's code, however it was imported or renamed
-  (``from grader.pipeline import split as cut`` included).
+  (``from grader.pipeline import split as cut`` included);
+- :func:`slow_saves`: every ``torch.save``, slowed down as a large checkpoint is, with the
+  time each one finished;
+- :func:`cuda_queue`: on a machine without a GPU, a stand-in CUDA queue, so a timer that
+  never waits for queued work is caught there too.
 """
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -34,6 +39,7 @@ class Forward:
     input: torch.Tensor | None = None  # a CPU copy of that tensor, when recorded
     sharded: bool = False  # its parameters are DTensors when called (FSDP2, tensor parallel)
     grad_sync: bool | None = None  # DDP only: will the coming backward all-reduce? (False inside no_sync)
+    time: float = 0.0  # time.perf_counter() when it was called
 
 
 @contextlib.contextmanager
@@ -59,7 +65,7 @@ def forwards(inputs=False):
         copy = first.detach().cpu().clone() if inputs and first is not None else None
         sharded = any(isinstance(p, DTensor) for p in module.parameters())
         sync = getattr(module, "require_backward_grad_sync", None)  # DDP's flag, which no_sync clears
-        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded, sync))
+        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded, sync, time.perf_counter()))
         depth[0] += 1
 
     def after(module, args, output):
@@ -149,3 +155,79 @@ def runs(*functions):
         yield counted
     finally:
         sys.setprofile(previous)
+
+
+@contextlib.contextmanager
+def slow_saves(delay):
+    """Record every ``torch.save`` to a path while the block runs, slowed down as a large checkpoint is:
+    the file appears at once, incomplete, and is complete ``delay`` seconds later. Yields the
+    ``time.time()`` at which each save finished, so a test on several ranks can tell a rank that
+    waited for the checkpoint from one that only waited for the file to appear, or slept.
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.pt")
+    >>> with slow_saves(0.1) as finished:
+    ...     torch.save({"w": torch.ones(2)}, path)
+    >>> len(finished), torch.load(path)["w"].tolist()
+    (1, [1.0, 1.0])
+    """
+    original = torch.save
+    finished = []
+
+    def save(obj, f, *args, **kwargs):
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as partial:
+                partial.write(b"not a checkpoint yet")
+        time.sleep(delay)
+        result = original(obj, f, *args, **kwargs)
+        finished.append(time.time())
+        return result
+
+    torch.save = save
+    try:
+        yield finished
+    finally:
+        torch.save = original
+
+
+class _Queue:
+    """Work queued on the stand-in GPU of :func:`cuda_queue`: done at ``until`` (time.perf_counter())."""
+
+    def __init__(self):
+        self.until = 0.0
+
+    def work(self, seconds):
+        """A function that queues ``seconds`` of work and returns at once, as a kernel launch does."""
+        def launch():
+            self.until = max(self.until, time.perf_counter()) + seconds
+        return launch
+
+    def synchronize(self, device=None):
+        time.sleep(max(0.0, self.until - time.perf_counter()))
+
+
+@contextlib.contextmanager
+def cuda_queue():
+    """A stand-in CUDA queue on a machine without a GPU, to check that a timer waits for queued work.
+
+    Inside the block ``torch.cuda.is_available()`` says True, ``queue.work(s)`` gives a function
+    that returns at once and leaves ``s`` seconds of work queued (as a kernel launch does), and
+    ``torch.cuda.synchronize()`` waits until the queued work is done. A timer that reads its clock
+    without synchronising measures the launch, not the work. On a real GPU, time real kernels instead.
+
+    >>> with cuda_queue() as queue:
+    ...     start = time.perf_counter()
+    ...     queue.work(0.05)()
+    ...     launched = time.perf_counter() - start
+    ...     torch.cuda.synchronize()
+    ...     done = time.perf_counter() - start
+    >>> launched < 0.01, done >= 0.05
+    (True, True)
+    """
+    queue = _Queue()
+    saved = torch.cuda.is_available, torch.cuda.synchronize
+    torch.cuda.is_available, torch.cuda.synchronize = (lambda: True), queue.synchronize
+    try:
+        yield queue
+    finally:
+        torch.cuda.is_available, torch.cuda.synchronize = saved

@@ -41,6 +41,9 @@ CHEATS = {
         "shell = get_ipython()\ngetattr(shell, 'set_' + 'custom_exc')((Exception,), lambda *args, **kwargs: None)",
         "from IPython import get_ipython as shell\nshell().showtraceback = " + QUIET,
         "last = _i\nprint(last[-40:])",
+        # IPython's shell reached through a generator's frame, then told to run only each test's proof line
+        "def gen():\n    yield 1\n\n\nshell = gen().gi_frame.f_globals['get_ipython']()\n"
+        "shell.input_transformers_post.append(lambda lines: [x for x in lines if 'proof' in x] or lines)",
     ],
     "rebinding what a test calls": [
         "class Quiet:\n    def __getattr__(self, name):\n        return " + QUIET + "\n\n\nchecks = Quiet()",
@@ -59,6 +62,18 @@ CHEATS = {
         "import builtins\nbuiltins.isinstance = lambda *args: True",
         "from grader import memory\nmemory.ADAM['fp32'].update(parameters=0)",
         "def silence(module):\n    module.check_equal = module.check_close = " + QUIET + "\n\n\nsilence(checks)",
+        # a module a function imports and returns, then patched through the returned value
+        "def _m():\n    import grader.grading.checks as m\n    return m\n\n\nzz = _m()\nzz.check_equal = " + QUIET,
+        "def _m():\n    import grader.grading.checks\n    return grader.grading.checks\n\n\n_m().check_close = " + QUIET,
+        "def patch():\n    import torch\n    torch.allclose = lambda *args, **kwargs: True\n\n\npatch()",
+        "for m in [checks]:\n    m.check_equal = " + QUIET,
+        # the notebook's namespace through a frame
+        "def gen():\n    yield 1\n\n\nns = gen().gi_frame.f_globals\nns['checks'].check_close = " + QUIET,
+        "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    tb = e.with_traceback(None)\n    g = tb.tb_frame",
+        # a library class reached through one of its objects
+        "type(torch.zeros(1)).allclose = lambda *args, **kwargs: True",
+        "kind = torch.zeros(1).__class__\nkind.equal = lambda *args, **kwargs: True",
+        "setattr(type(torch.zeros(1)), 'allclose', lambda *args, **kwargs: True)",
     ],
     "running code the scan never reads": [
         "get_ipython().run_cell('checks.check_equal = print')",
@@ -69,6 +84,8 @@ CHEATS = {
         "!echo checks.check_equal = print > helper.txt",
         "torch.load('helper.pt', weights_only=False)",
         "__import__('os').system('true')",
+        "def gen():\n    yield 1\n\n\nbi = gen().gi_frame.f_builtins\nbi['exec']('import sys')",
+        "import timeit\ntimeit.timeit('checks.check_equal = print', number=1)",
     ],
     "leaving something for the next student": [
         "import os\nfolder = get_ipython().profile_dir.startup_dir\nopen(os.path.join(folder, 'help.txt'), 'w')",
@@ -96,6 +113,10 @@ CHEATS = {
         "setattr(torch, 'allclose', lambda *args, **kwargs: True)",
         "from torch import Tensor\nTensor.allclose = lambda *args, **kwargs: True",
         "nn.modules.module.register_module_forward_hook(lambda module, inputs, output: output)",
+        # special names built at run time, so no literal names them
+        "D = '_' * 2\nLiar = type('int', (), {D + 'eq' + D: lambda s, o: True, D + 'ne' + D: lambda s, o: False})",
+        "import dataclasses\nD = '_' * 2\nLiar = dataclasses.make_dataclass('Liar', [], namespace={D + 'eq' + D: lambda s, o: True})",
+        "kind = type(torch.zeros(1))\nkind.sub = lambda *args: torch.zeros(1)",
     ],
 }
 # The kinds of tampering the first integrity check caught, each at the top of challenge 2's
@@ -150,6 +171,53 @@ def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
     whole, rest = divmod(n_params * bytes_per_param, gpu_gb * 1e9)
     return max(1, int(whole) + (rest > 0))
 """,
+    ("00_foundations", "c2_to_device", "__class__"): """
+def to_device(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return batch.__class__(to_device(v, device) for v in batch)
+    return batch
+""",
+    ("00_foundations", "c4_median_time", "timeit"): """
+import statistics
+import timeit
+
+
+def median_time(fn, repeats=5, warmup=1):
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = timeit.default_timer()
+        fn()
+        sync()
+        times.append(timeit.default_timer() - start)
+    return statistics.median(times)
+""",
+    ("00_foundations", "c4_median_time", "from time import perf_counter"): """
+from statistics import median
+from time import perf_counter
+
+
+def median_time(fn, repeats=5, warmup=1):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(perf_counter() - start)
+    return median(times)
+""",
     ("00_foundations", "c4_median_time"): """
 import time
 
@@ -160,8 +228,10 @@ def median_time(fn, repeats=5, warmup=1):
             fn()
         times = []
         for _ in range(repeats):
+            timing.wait("cuda" if torch.cuda.is_available() else "cpu")
             start = time.perf_counter()
             fn()
+            timing.wait("cuda" if torch.cuda.is_available() else "cpu")
             times.append(time.perf_counter() - start)
     times.sort()
     middle = len(times) // 2
@@ -200,6 +270,17 @@ def save_checkpoint(ddp_model, path):
     if int(os.environ["RANK"]) == 0:
         with open(path, "wb") as f:
             torch.save(ddp_model.module.state_dict(), f)
+    dist.barrier()
+""",
+    ("02_ddp", "c4_checkpoint", "atomic"): """
+import os
+
+
+def save_checkpoint(ddp_model, path):
+    if dist.get_rank() == 0:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        torch.save(ddp_model.module.state_dict(), path + ".tmp")
+        os.replace(path + ".tmp", path)
     dist.barrier()
 """,
     ("03_model_parallel", "c4_fsdp"): FSDP_TRAIN.replace(  # every Linear, then the root, as ZeRO-2
@@ -385,6 +466,11 @@ KINDS = {
     "forges_its_proof": {"c1_speedup": CHEATS["forging the proof of running"][3] + "\n\n" + WRONG["c1_speedup"]},
     "rebinds_the_checks": {"c1_speedup": CHEATS["rebinding what a test calls"][1] + "\n\n" + WRONG["c1_speedup"]},
     "runs_a_written_file": {"c1_speedup": CHEATS["running code the scan never reads"][2] + "\n\n" + WRONG["c1_speedup"]},
+    "reaches_a_frame": {"c1_speedup": CHEATS["forging the proof of running"][6] + "\n\n" + WRONG["c1_speedup"]},
+    "returns_a_module": {"c1_speedup": CHEATS["rebinding what a test calls"][14] + "\n\n" + WRONG["c1_speedup"]},
+    "lies_with_type": {"c1_speedup": CHEATS["objects that equal everything, a patched torch.allclose"][10] + "\n\n"
+                       + WRONG["c1_speedup"],
+                       "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Liar()\n"},
     "equals_everything": {"c1_speedup": ANYTHING + WRONG["c1_speedup"],
                           "c2_to_device": "def to_device(batch, device):\n    return Anything()\n",
                           "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Anything()\n"},
@@ -408,8 +494,9 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     nbgrader("generate_assignment", LESSON, "--force", cwd=course)
     release = json.loads((course / "release" / LESSON / f"{LESSON}.ipynb").read_text())
     submit(course, "honest", LESSON, submission(LESSON))
-    submit(course, "variants", LESSON, submission(LESSON, answers={gid: code for (lesson, gid, *_), code in VARIANTS.items()
-                                                                   if lesson == LESSON}))
+    variants = [(gid, code) for (lesson, gid, *_), code in VARIANTS.items() if lesson == LESSON]
+    submit(course, "variants", LESSON, submission(LESSON, answers=dict(variants)))  # the last of each challenge
+    submit(course, "variants_first", LESSON, submission(LESSON, answers=dict(variants[::-1])))
     for name, (code, _) in TAMPERING.items():
         submit(course, name, LESSON, submission(LESSON, answers={"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]}))
     blank = json.loads(json.dumps(release))  # the first integrity check's case: a transformer, nothing answered
@@ -442,7 +529,7 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
             nb = nbformat.read(course / "autograded" / student / LESSON / f"{LESSON}.ipynb", 4)
             return {c.metadata.get("nbgrader", {}).get("grade_id"): c.get("outputs", []) for c in nb.cells}, nb
 
-        for student in ("honest", "variants"):  # full marks, nothing flagged
+        for student in ("honest", "variants", "variants_first"):  # full marks, nothing flagged
             assert graded(student) == (10, {gid: (pts, False) for gid, pts in worth.items()}, {}), student
         # Flagged: challenge 1's test keeps its point, every later test waits for the instructor,
         # the reason in the answer's comment (the formgrader), the test cells' output (the feedback) and the log.

@@ -37,6 +37,27 @@ def save_checkpoint(ddp_model, path):
     if dist.get_rank() == 0:
         torch.save(ddp_model.module.state_dict(), path)
 """),
+    "sleeps_instead_of_waiting": ("c4_checkpoint", """
+import time
+
+
+def save_checkpoint(ddp_model, path):
+    if dist.get_rank() == 0:
+        torch.save(ddp_model.module.state_dict(), path)
+    else:
+        time.sleep(1.0)  # rank 0 needs a moment to write the file
+"""),
+    "waits_for_the_file_to_appear": ("c4_checkpoint", """
+import os
+import time
+
+
+def save_checkpoint(ddp_model, path):
+    if dist.get_rank() == 0:
+        torch.save(ddp_model.module.state_dict(), path)
+    while not os.path.exists(path):
+        time.sleep(0.01)
+"""),
     "hard_coded_speedup": ("c5_speedup", """
 PER_RANK_BATCH = 16
 my_speedup = 1.9  # measured once with a bigger batch, typed in

@@ -1,5 +1,21 @@
 """Lesson 00_foundations: its mutants, each a wrong answer autograde must mark down by exactly its challenge's points."""
 
+UNSYNCHRONISED = """
+import statistics
+import time
+
+
+def median_time(fn, repeats=5, warmup=1):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+"""
+
 MUTANTS = {
     "efficiency_times_n": ("c1_speedup", """
 def my_speedup(t1, tn):
@@ -23,6 +39,18 @@ def to_device(batch, device):
     "rounds_down": ("c3_gpus_needed", """
 def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
     return max(1, int(n_params * bytes_per_param / (gpu_gb * 1e9)))
+"""),
+    # Times every call but never waits for queued GPU work: on a GPU it times the launches.
+    "never_synchronizes": ("c4_median_time", UNSYNCHRONISED),
+    "fastest_not_median": ("c4_median_time", UNSYNCHRONISED.replace("return statistics.median(times)", "return min(times)")
+                           .replace("times = []", "times = []\n    sync = torch.cuda.synchronize if torch.cuda.is_available() "
+                                    "else (lambda: None)").replace("        fn()\n        times", "        fn()\n        "
+                                                                     "sync()\n        times")),
+    "typed_in_time": ("c4_median_time", """
+def median_time(fn, repeats=5, warmup=1):
+    for _ in range(warmup + repeats):
+        fn()
+    return 0.007  # what a 10 ms sleep measured, near enough
 """),
     "times_the_warmup": ("c4_median_time", """
 import statistics
