@@ -48,3 +48,7 @@ from grader.grading.integrity import (CheckStamps, IsolatedExecute, ManualGradeF
 c.Autograde.autograde_preprocessors = [RestoreRelease, ScanAnswers, StampTests, IsolatedExecute, CheckStamps,
                                        IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
                                        ManualGradeFlagged, AssignLatePenalties, CheckCellMetadata]
+# Cells that only demonstrate (tagged "demo", opening with "# Demonstration") change no grade:
+# autograde and validate skip them, so a class is graded without re-running the lesson's
+# measurements for every student (tests/grading/test_notebooks.py runs them top to bottom).
+c.Execute.skip_cells_with_tag = "demo"

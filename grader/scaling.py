@@ -127,18 +127,22 @@ def throughput(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
     return [b * ranks / t for b, t in zip(per_rank_batches, times)]
 
 
-def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2):
+def ddp_speedups(per_rank_batches, ranks=None, steps=5, warmup=2, rounds=1):
     """:func:`ddp_speedup` of several per-rank batches, each DDP step taking turns with a step of
-    one process on the same global batch, in the same fresh processes.
+    one process on the same global batch, in the same fresh processes. With ``rounds`` > 1,
+    the speedups of each round (measured one after the other in those processes): a list per round.
 
     >>> [s > 0 for s in ddp_speedups([64, 256], ranks=2, steps=1, warmup=1)]
     [True, True]
+    >>> len(ddp_speedups([64], ranks=2, steps=1, warmup=1, rounds=2))
+    2
     """
     ranks = ranks or hardware.parallel_ranks()
     pairs = [(b * ranks, b) for b in per_rank_batches]
-    speedups = [one / many for one, many in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks))[0]]
-    _MEASURED.update(("ddp", b, ranks, s) for b, s in zip(per_rank_batches, speedups))
-    return speedups
+    measured = [[one / many for one, many in per_round]
+                for per_round in _in_turn(pairs, ranks, steps, warmup, ddp_backend(ranks), rounds)]
+    _MEASURED.update(("ddp", b, ranks, s) for speedups in measured for b, s in zip(per_rank_batches, speedups))
+    return measured if rounds > 1 else measured[0]
 
 
 # What this process measured: a value graded as a measurement must be one of these, not an equal

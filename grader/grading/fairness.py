@@ -131,7 +131,8 @@ def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
 
     The learner's batch and a reference batch (``reference_per_rank_batch`` in
     ``thresholds.json``) take turns step by step in the same fresh processes, so other
-    work on the machine slows both alike; the best of ``rounds`` is kept for each. The bar
+    work on the machine slows both alike; the best of ``rounds`` (one after the other in those
+    processes) is kept for each. The bar
     is :func:`grader.scaling.expected_ddp_speedup`, lowered to ``fraction_of_reference`` of what the
     reference reached when the machine could not give the reference that much, and never
     below 1 (the ranks must beat one process).
@@ -143,7 +144,8 @@ def grade_ddp_speedup(per_rank_batch, ranks=2, rounds=2, steps=5):
     rule = _ddp_rule(ranks)
     reference_batch = reference_per_rank_batch(ranks)
     batches = list(dict.fromkeys([per_rank_batch, reference_batch]))  # once if they are the same
-    best = [max(s) for s in zip(*(scaling.ddp_speedups(batches, ranks, steps, 2) for _ in range(rounds)))]
+    measured = scaling.ddp_speedups(batches, ranks, steps, 2, rounds)
+    best = [max(s) for s in zip(*(measured if rounds > 1 else [measured]))]
     mine, reference = best[0], best[-1]
     needed = max(1.0, min(scaling.expected_ddp_speedup(ranks), rule["fraction_of_reference"] * reference))
     return SpeedupGrade(per_rank_batch, mine, reference_batch, reference, needed, scaling.ddp_measured_on(ranks))

@@ -1,5 +1,6 @@
 """Every notebook runs top to bottom on this machine, and release copies stay clean."""
 
+import ast
 import re
 
 import nbformat
@@ -26,6 +27,45 @@ def run_notebook(path, workdir):
 @pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom_without_stderr(path, tmp_path):
     assert_ran_cleanly(run_notebook(path, tmp_path))
+
+
+def demonstrations(lesson):
+    """The lesson's cells that only demonstrate: autograde skips them (nbgrader_config.py)."""
+    return [c for c in read_nb(lesson_notebook("source", lesson))["cells"] if "demo" in c["metadata"].get("tags", [])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", [lesson for lesson in LESSONS if demonstrations(lesson)])
+def test_demonstrations_run_top_to_bottom_without_stderr(lesson, tmp_path):
+    # The solver's graded copy (the round trip) runs every cell but these; here they run, with
+    # every lesson cell they build on, the challenges' answer and test cells left out.
+    nb = nbformat.read(lesson_notebook("source", lesson), 4)
+    nb.cells = [c for c in nb.cells if not (c.metadata.get("nbgrader", {}).get("grade")
+                                            or c.metadata.get("nbgrader", {}).get("solution"))]
+    executed = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                              resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert_ran_cleanly(executed)
+    ran = [c for c in executed.cells if "demo" in c.metadata.get("tags", [])]
+    assert ran and all(c.execution_count for c in ran)
+
+
+def test_demonstrations_say_so_and_define_nothing_an_answer_or_test_reads():
+    for lesson in LESSONS:
+        cells = read_nb(lesson_notebook("source", lesson))["cells"]
+        for i, cell in enumerate(cells):
+            if "demo" not in cell["metadata"].get("tags", []):
+                continue
+            source = "".join(cell["source"])
+            assert source.startswith("# Demonstration: grading skips this cell."), (lesson, i)
+            assert not cell["metadata"].get("nbgrader"), (lesson, i)
+            made = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            made |= {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            for later in graded_cells({"cells": cells[i + 1:]}, "grade") + graded_cells({"cells": cells[i + 1:]}, "solution"):
+                tree = ast.parse("".join(later["source"]))
+                own = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+                    {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+                read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                assert not (made & read) - own, (lesson, i, later["metadata"]["nbgrader"]["grade_id"], (made & read) - own)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
