@@ -58,8 +58,12 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
            "timeit": {"default_timer"}}
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
-        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "integrity",
-        "autograde", "fairness"}
+        "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
+        "integrity", "autograde", "fairness"}
+# Keyword arguments that make a library set attributes it is told the names of (functools.update_wrapper, wraps),
+# and the most positional arguments of calls whose next ones would do that, or unpickle (numpy.load's allow_pickle).
+NAMES_ATTRIBUTES = {"assigned", "updated"}
+POSITIONAL = {"update_wrapper": 2, "wraps": 1, "load": 2}
 SHELL = {"get_ipython", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "__", "___", "exit", "quit"}
 DYNAMIC = {"exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"}
 SPECIAL = {"__init__", "__name__", "__main__"}  # special names an answer may use
@@ -228,6 +232,11 @@ def _folded(node):
     return None if None in parts else "".join(parts)
 
 
+def _callee(call):
+    """The name a call's function goes by: ``wraps`` for ``functools.wraps(...)`` and ``wraps(...)``."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+
+
 def _classy(node):
     """Whether an expression reads an object's class: ``type(x)`` or ``x.__class__``."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type") or \
@@ -271,8 +280,12 @@ def scan(source, before=(), after=(), answered=()):
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
     # Objects the answer made itself, whose attributes it may set: its classes' ``self`` and their instances.
-    selves = {f.args.args[0].arg for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
-              for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.args.args}
+    methods = {(c.name, f.name): f for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+               for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # An instance method's first argument is the object it is called on, as long as nothing calls
+    # it through its class (``K.put(torch, ...)`` would make torch that argument: flagged below).
+    selves = {f.args.args[0].arg for f in methods.values() if f.args.args and not any(
+        isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in f.decorator_list)}
     made, typed = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -397,6 +410,8 @@ def scan(source, before=(), after=(), answered=()):
                     if name.startswith("__") and name not in METHODS:
                         flag(item, f"defines {name}, which changes how its objects behave")
         elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in methods:
+                flag(node, f"reaches the method {node.attr} through its class {node.value.id}")
             if node.attr.startswith("__") and node.attr not in SPECIAL and \
                     not (node.attr in READ_ONLY and isinstance(node.ctx, ast.Load)):
                 flag(node, f"uses the special attribute {node.attr}")
@@ -412,14 +427,18 @@ def scan(source, before=(), after=(), answered=()):
         elif isinstance(node, ast.keyword):
             if node.arg and node.arg.startswith("__") and node.arg not in METHODS:
                 flag(node.value, f"names the special attribute {node.arg}")
-            value = getattr(node.value, "value", None)
-            if (node.arg, value) in (("weights_only", False), ("allow_pickle", True)):
-                flag(node.value, f"loads pickled objects, which can run code ({node.arg}={value})")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"__\w+__", node.value):
-            if node.value not in METHODS:
-                flag(node, f"names the special attribute {node.value}")
+            safe = {"weights_only": True, "allow_pickle": False}
+            if node.arg in safe and not (isinstance(node.value, ast.Constant) and node.value.value is safe[node.arg]):
+                flag(node.value, f"may load pickled objects, which can run code ({node.arg}={ast.unparse(node.value)})")
+            if node.arg is None and isinstance(parents.get(node), ast.Call) and \
+                    isinstance(parents[node].func, ast.Attribute) and parents[node].func.attr in ("load", "loads"):
+                flag(node.value, "loads with options it does not name (** expanded)")
+            if node.arg in NAMES_ATTRIBUTES:
+                flag(node.value, f"has a library set attributes it names ({node.arg}=)")
         text = _folded(node)
         if text is not None and _folded(parents.get(node)) is None:
+            if re.fullmatch(r"__\w+__", text.strip()) and text.strip() not in METHODS:
+                flag(node, f"names the special attribute {text.strip()}")
             lowered = text.strip().lower()
             if lowered.endswith(PYTHON_FILES) or any(place in lowered for place in STARTUP):
                 flag(node, f"names a Python file or a start-up place ({text.strip()[:60]})")
@@ -441,6 +460,8 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"changes {_chain(node.args[0])[0].id} with {node.func.id}, which the lesson uses")
             elif node.func.id != "getattr" and not own(node.args[0], _folded(node.args[1])):
                 flag(node, f"sets {_folded(node.args[1])} on an object it did not make ({node.func.id})")
+        elif isinstance(node, ast.Call) and _callee(node) in POSITIONAL and len(node.args) > POSITIONAL[_callee(node)]:
+            flag(node, f"passes {_callee(node)} more than it needs, by position (names to set, or pickles to load)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
                 len(node.args) + len(node.keywords) > 1:
             flag(node, "builds a class at run time (type with three arguments)")

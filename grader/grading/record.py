@@ -7,6 +7,7 @@ time. These recorders let a test see the route taken:
 - :func:`forwards`: every module forward call made while it is open: which module, how
   deep in the call (0 = called by your code, 1 = called inside another module's forward),
   the batch it was given, and for DDP whether its backward will all-reduce;
+- :func:`steps`: when every optimizer step ran, whatever the optimizer;
 - :func:`calls`: every call of one function (``torch.save``, say), optionally slowed
   down so that a rank that does not wait for it is caught;
 - :func:`runs`: every run of a Python function's code, however it was imported or renamed
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.tensor import DTensor
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 
 @dataclass
@@ -79,6 +81,26 @@ def forwards(inputs=False):
     finally:
         for h in handles:
             h.remove()
+
+
+@contextlib.contextmanager
+def steps():
+    """Record the ``time.perf_counter()`` at which each optimizer step (any optimizer) ended while the block runs.
+
+    >>> net = torch.nn.Linear(2, 1)
+    >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    >>> with steps() as stepped:
+    ...     net(torch.ones(1, 2)).sum().backward()
+    ...     opt.step()
+    >>> len(stepped)
+    1
+    """
+    stepped = []
+    handle = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: stepped.append(time.perf_counter()))
+    try:
+        yield stepped
+    finally:
+        handle.remove()
 
 
 def watched(fn, *args):
@@ -225,9 +247,25 @@ def cuda_queue():
     (True, True)
     """
     queue = _Queue()
-    saved = torch.cuda.is_available, torch.cuda.synchronize
-    torch.cuda.is_available, torch.cuda.synchronize = (lambda: True), queue.synchronize
+    # The functions themselves take the stand-in's code, so a timer that holds them under other
+    # names (``from torch.cuda import synchronize``, a default argument) uses the stand-in too.
+    # Their code runs in torch.cuda's namespace, where the queue waits for them meanwhile.
+    functions = {torch.cuda.is_available: _available.__code__, torch.cuda.synchronize: _synchronize.__code__}
+    saved = {f: f.__code__ for f in functions}
+    torch.cuda._course_queue = queue
     try:
+        for f, code in functions.items():
+            f.__code__ = code
         yield queue
     finally:
-        torch.cuda.is_available, torch.cuda.synchronize = saved
+        for f, code in saved.items():
+            f.__code__ = code
+        del torch.cuda._course_queue
+
+
+def _available():
+    return True
+
+
+def _synchronize(device=None):
+    _course_queue.synchronize()  # noqa: F821 (a name of torch.cuda's while the stand-in is up)

@@ -74,6 +74,14 @@ CHEATS = {
         "type(torch.zeros(1)).allclose = lambda *args, **kwargs: True",
         "kind = torch.zeros(1).__class__\nkind.equal = lambda *args, **kwargs: True",
         "setattr(type(torch.zeros(1)), 'allclose', lambda *args, **kwargs: True)",
+        # a library told to set special attributes: the checks' code, or their module's globals
+        "import functools\nfunctools.update_wrapper(checks.check_close, print, assigned=('__co' + 'de__',), updated=())",
+        "import functools\nD = '_' * 2\nfunctools.update_wrapper(checks.check_equal, print, (D + 'code' + D,), ())",
+        "import functools\nfunctools.wraps(print, assigned=('__co' + 'de__',), updated=())(checks.check_close)",
+        "class Table:\n    def __init__(self, entries):\n        setattr(self, '__glo' + 'bals__', entries)",
+        # a method's first argument made a library object by calling it through the class
+        "class K:\n    def put(obj, v):\n        setattr(obj, 'allclose', v)\n\n\nK.put(torch, None)",
+        "class K:\n    @staticmethod\n    def put(obj, v):\n        obj.allclose = v\n\n\nK().put(torch, None)",
     ],
     "running code the scan never reads": [
         "get_ipython().run_cell('checks.check_equal = print')",
@@ -86,6 +94,11 @@ CHEATS = {
         "__import__('os').system('true')",
         "def gen():\n    yield 1\n\n\nbi = gen().gi_frame.f_builtins\nbi['exec']('import sys')",
         "import timeit\ntimeit.timeit('checks.check_equal = print', number=1)",
+        # a pickle loaded with options that are not written out
+        "options = {'weights_only': False}\ntorch.load('speedups.bin', **options)",
+        "unsafe = False\ntorch.load('speedups.bin', weights_only=unsafe)",
+        "import numpy as np\nnp.load('speedups.npy', None, True)",
+        "torch.serialization.add_safe_globals([exec])",
     ],
     "leaving something for the next student": [
         "import os\nfolder = get_ipython().profile_dir.startup_dir\nopen(os.path.join(folder, 'help.txt'), 'w')",
@@ -181,27 +194,30 @@ def to_device(batch, device):
         return batch.__class__(to_device(v, device) for v in batch)
     return batch
 """,
-    ("00_foundations", "c4_median_time", "timeit"): """
+    ("00_foundations", "c4_median_time", "timeit, synchronize as a default argument"): """
 import statistics
 import timeit
 
 
-def median_time(fn, repeats=5, warmup=1):
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+def median_time(fn, repeats=5, warmup=1, sync=torch.cuda.synchronize):
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        sync()
+        if torch.cuda.is_available():
+            sync()
         start = timeit.default_timer()
         fn()
-        sync()
+        if torch.cuda.is_available():
+            sync()
         times.append(timeit.default_timer() - start)
     return statistics.median(times)
 """,
-    ("00_foundations", "c4_median_time", "from time import perf_counter"): """
+    ("00_foundations", "c4_median_time", "names imported from time and torch.cuda"): """
 from statistics import median
 from time import perf_counter
+
+from torch.cuda import is_available, synchronize
 
 
 def median_time(fn, repeats=5, warmup=1):
@@ -209,12 +225,12 @@ def median_time(fn, repeats=5, warmup=1):
         fn()
     times = []
     for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        if is_available():
+            synchronize()
         start = perf_counter()
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        if is_available():
+            synchronize()
         times.append(perf_counter() - start)
     return median(times)
 """,
@@ -468,6 +484,7 @@ KINDS = {
     "runs_a_written_file": {"c1_speedup": CHEATS["running code the scan never reads"][2] + "\n\n" + WRONG["c1_speedup"]},
     "reaches_a_frame": {"c1_speedup": CHEATS["forging the proof of running"][6] + "\n\n" + WRONG["c1_speedup"]},
     "returns_a_module": {"c1_speedup": CHEATS["rebinding what a test calls"][14] + "\n\n" + WRONG["c1_speedup"]},
+    "swaps_the_code": {"c1_speedup": CHEATS["rebinding what a test calls"][23] + "\n\n" + WRONG["c1_speedup"]},
     "lies_with_type": {"c1_speedup": CHEATS["objects that equal everything, a patched torch.allclose"][10] + "\n\n"
                        + WRONG["c1_speedup"],
                        "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Liar()\n"},
@@ -475,6 +492,18 @@ KINDS = {
                           "c2_to_device": "def to_device(batch, device):\n    return Anything()\n",
                           "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Anything()\n"},
 }
+
+
+def variant_students():
+    """{student: {grade id: answer}}: lesson 00's right answers written otherwise, the i-th of each challenge's in student i."""
+    students = {}
+    for (lesson, gid, *_), code in VARIANTS.items():
+        if lesson == LESSON:
+            answers = next((a for a in students.values() if gid not in a), None)
+            if answers is None:
+                answers = students[f"variants_{len(students) + 1}"] = {}
+            answers[gid] = code
+    return students
 
 
 def added_cells():
@@ -494,9 +523,8 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     nbgrader("generate_assignment", LESSON, "--force", cwd=course)
     release = json.loads((course / "release" / LESSON / f"{LESSON}.ipynb").read_text())
     submit(course, "honest", LESSON, submission(LESSON))
-    variants = [(gid, code) for (lesson, gid, *_), code in VARIANTS.items() if lesson == LESSON]
-    submit(course, "variants", LESSON, submission(LESSON, answers=dict(variants)))  # the last of each challenge
-    submit(course, "variants_first", LESSON, submission(LESSON, answers=dict(variants[::-1])))
+    for student, answers in variant_students().items():  # a notebook holds one answer per challenge
+        submit(course, student, LESSON, submission(LESSON, answers=answers))
     for name, (code, _) in TAMPERING.items():
         submit(course, name, LESSON, submission(LESSON, answers={"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]}))
     blank = json.loads(json.dumps(release))  # the first integrity check's case: a transformer, nothing answered
@@ -529,7 +557,7 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
             nb = nbformat.read(course / "autograded" / student / LESSON / f"{LESSON}.ipynb", 4)
             return {c.metadata.get("nbgrader", {}).get("grade_id"): c.get("outputs", []) for c in nb.cells}, nb
 
-        for student in ("honest", "variants", "variants_first"):  # full marks, nothing flagged
+        for student in ("honest", *variant_students()):  # full marks, nothing flagged
             assert graded(student) == (10, {gid: (pts, False) for gid, pts in worth.items()}, {}), student
         # Flagged: challenge 1's test keeps its point, every later test waits for the instructor,
         # the reason in the answer's comment (the formgrader), the test cells' output (the feedback) and the log.

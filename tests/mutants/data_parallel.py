@@ -43,6 +43,14 @@ def compare_dp(make_model, batch, target):
     dp = timing.Timing([0.0005] * 3, label="dp")
     return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
 """),
+    # Times the forward pass only: no backward, no optimizer step.
+    "times_the_forward_only": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    plain, wrapped = make_model(), nn.DataParallel(make_model())
+    single = timing.measure(lambda: plain(batch), label="single")
+    dp = timing.measure(lambda: wrapped(batch), label="dp")
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
     "times_the_wrapper_twice": ("c4_compare", """
 def compare_dp(make_model, batch, target):
     wrapped = nn.DataParallel(make_model())
