@@ -112,6 +112,25 @@ def measured_when(timing):
     return next(((start, end) for t, start, end in _MEASURED if t is timing), None)
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Run the block with torch on one CPU thread. On a busy machine, an operation split over
+    several threads waits for whichever thread another process has pushed off its core, so a
+    small model's step can take a time slice (milliseconds) instead of microseconds, at random;
+    on one thread other work slows every step alike.
+
+    >>> with one_thread():
+    ...     torch.get_num_threads()
+    1
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def wait(device):
     """Block until the work queued on ``device`` has run (a GPU's kernels and copies, NCCL's
     transfers); a CPU has nothing queued. Read a clock only after it.
