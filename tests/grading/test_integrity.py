@@ -184,16 +184,9 @@ def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
     whole, rest = divmod(n_params * bytes_per_param, gpu_gb * 1e9)
     return max(1, int(whole) + (rest > 0))
 """,
-    ("00_foundations", "c2_to_device", "__class__"): """
-def to_device(batch, device):
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return batch.__class__(to_device(v, device) for v in batch)
-    return batch
-""",
+    # the mutant that turns tuples into lists, mended by keeping the batch's own class
+    ("00_foundations", "c2_to_device", "__class__"): MUTANTS[LESSON]["tuples_become_lists"][1].replace(
+        "[to_device(v, device) for v in batch]", "batch.__class__(to_device(v, device) for v in batch)"),
     ("00_foundations", "c4_median_time", "timeit, synchronize as a default argument"): """
 import statistics
 import timeit
