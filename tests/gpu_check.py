@@ -7,7 +7,8 @@
 2. Every lesson's solution run top to bottom and autograded with the real ``nbgrader
    autograde`` and the course's ``nbgrader_config.py``, in a scratch course: seconds, score,
    and every cell that raised or wrote to stderr (the autograded notebook is the source's
-   solutions run top to bottom, under nbgrader's cell time-out).
+   solutions run top to bottom, under nbgrader's cell time-out, demonstrations included: a
+   class's autograde skips them, this check runs them on the GPUs).
 3. Measurements: the DDP speedup (:func:`grader.scaling.ddp_speedups`), the GPipe bubble
    against its formula (:func:`grader.pipeline.run_schedule`), the memory calculator
    against measured bytes (:func:`grader.memory.training_step_bytes`, and on a GPU what
@@ -159,7 +160,8 @@ def grade_lesson(course, lesson):
         nbgrader("generate_assignment", lesson, "--force", cwd=course)
         submit(course, "solver", lesson, submission(lesson))
         start = time.monotonic()
-        proc = nbgrader("autograde", lesson, "--student=solver", "--force", cwd=course, check=False, timeout=3600)
+        proc = nbgrader("autograde", lesson, "--student=solver", "--force", "--Execute.skip_cells_with_tag=skip-execution",
+                        cwd=course, check=False, timeout=3600)
         result.seconds = time.monotonic() - start
         log = proc.stdout + proc.stderr
         if proc.returncode:
