@@ -62,7 +62,7 @@ def check_equal(got, expected, name="value", hint=""):
     if _own_equality(got):
         _fail(f"{name} should be a plain value", repr(expected), f"an object of a class of the notebook's own, "
               f"{type(got).__name__}, whose == the notebook wrote", "return numbers, strings, lists, tuples or dicts")
-    if got != expected:
+    if got != expected or not got == expected:  # both ways: numpy's masked value is neither equal nor unequal
         _fail(f"{name} is not right", repr(expected), repr(got), hint)
 
 

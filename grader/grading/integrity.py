@@ -34,6 +34,8 @@ import re
 import secrets
 import sys
 import tempfile
+import types
+from collections import defaultdict
 from pathlib import Path
 
 import nbformat
@@ -59,7 +61,11 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
-        "integrity", "autograde", "fairness"}
+        "format", "npyio", "integrity", "autograde", "fairness"}
+# Attributes that run code or reach IPython, whatever they are attributes of.
+RUNS = {"exec", "get_ipython", "run_cell", "system", "popen"}
+# Class decorators, which change the class they are given: only as decorators of the answer's own classes.
+CLASS_DECORATORS = {"dataclass", "total_ordering"}
 # Keyword arguments that make a library set attributes it is told the names of (functools.update_wrapper, wraps),
 # and the most positional arguments of calls whose next ones would do that, or unpickle (numpy.load's allow_pickle).
 NAMES_ATTRIBUTES = {"assigned", "updated"}
@@ -163,9 +169,26 @@ def _step(module, attr):
         return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
     if module in LIMITED:
         return (None if attr in LIMITED[module] else f"uses {name}"), ("os.path" if name == "os.path" else None)
+    alias = _module_attribute(module, attr)
+    if alias and not reached and not alias.startswith(f"{module}."):  # ``torch.nn.functional.torch``
+        return f"reaches the module {alias} through {module}", alias
     if reached is None and attr in sys.stdlib_module_names:
         return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
     return None, reached
+
+
+@functools.cache
+def _module_attribute(module, attr):
+    """The name of the module that attribute ``attr`` of the (allowed) module ``module`` is, if it is one.
+
+    The module is imported to see: a module's attribute can be another module under a name
+    no import would find (``torch.nn.functional.torch`` is torch).
+    """
+    try:
+        value = getattr(importlib.import_module(module), attr, None)
+    except Exception:  # noqa: BLE001 (a module that does not import has nothing to reach)
+        return None
+    return value.__name__ if isinstance(value, types.ModuleType) else None
 
 
 def _imported(node):
@@ -284,16 +307,21 @@ def scan(source, before=(), after=(), answered=()):
                for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
     # An instance method's first argument is the object it is called on, as long as nothing calls
     # it through its class (``K.put(torch, ...)`` would make torch that argument: flagged below).
-    selves = {f.args.args[0].arg for f in methods.values() if f.args.args and not any(
+    selves = {f: f.args.args[0].arg for f in methods.values() if f.args.args and not any(
         isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in f.decorator_list)}
-    made, typed = set(), set()
+    typed, binds = set(), defaultdict(set)  # how each name is bound: "made" only by calling one of the answer's classes
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            names = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id in classes:
-                made |= names
-            if any(_classy(n) for n in ast.walk(node.value)):
-                typed |= names  # ``kind = type(batch)``: a class, maybe the library's
+        if isinstance(node, ast.arg):
+            binds[node.arg].add("argument")
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            statement = parents.get(node)
+            value = getattr(statement, "value", None)
+            mine = isinstance(statement, ast.Assign) and isinstance(value, ast.Call) and \
+                isinstance(value.func, ast.Name) and value.func.id in classes
+            binds[node.id].add("made" if mine else "other")
+        if isinstance(node, ast.Assign) and any(_classy(n) for n in ast.walk(node.value)):
+            typed |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}  # ``kind = type(x)``
+    made = {name for name, how in binds.items() if how == {"made"}}
     scopes = {}
     found = set()
 
@@ -338,11 +366,15 @@ def scan(source, before=(), after=(), answered=()):
         return module if module and (_is_module(module) or module == "os.path") else None
 
     def own(obj, attr):
-        """Whether setting ``attr`` on the object ``obj`` changes only what the answer made itself."""
+        """Whether setting ``attr`` on the object ``obj`` changes only what the answer made itself:
+        ``self`` in a method of its class, or an object of its class it made."""
         root, attrs = _chain(obj)
         if root is None or lesson(root) or root.id in typed or "__class__" in attrs:
             return False
-        return attr in TENSOR_FIELDS or (not attrs and (root.id in selves or root.id in made))
+        scope = parents.get(root)
+        while scope is not None and not isinstance(scope, SCOPES):
+            scope = parents.get(scope)
+        return attr in TENSOR_FIELDS or (not attrs and (selves.get(scope) == root.id or root.id in made))
 
     def walk(module, attrs, node):
         """Follow ``attrs`` from the module named ``module``, flagging the first step an answer may not take."""
@@ -417,8 +449,18 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"uses the special attribute {node.attr}")
             if INTERPRETER.fullmatch(node.attr):
                 flag(node, f"reaches the interpreter's frames or code ({node.attr})")
+            if node.attr in RUNS:
+                flag(node, f"runs code or reaches IPython ({node.attr})")
+            call = parents.get(node)
+            called_here = isinstance(call, ast.Call) and call.func is node
+            if node.attr in MUTATORS and isinstance(node.value, ast.Name) and node.value.id in BUILTINS:
+                flag(node, f"reaches {node.value.id}.{node.attr}, which changes whatever it is given")
+            elif node.attr in MUTATORS and not called_here and lesson(_chain(node.value)[0]):
+                flag(node, f"passes {ast.unparse(node)[:60]} around as a value, which changes the lesson's object")
+            if node.attr.startswith("register_") and not own(node.value, node.attr):
+                flag(node, f"registers a hook on an object it did not make ({ast.unparse(node)[:60]})")
             root, attrs = _chain(node)
-            if lesson(root) and not isinstance(parents.get(node), (ast.Attribute, ast.Subscript)):
+            if lesson(root) and not isinstance(parents.get(node), ast.Attribute):
                 walk(held[root.id], attrs, node)
                 module = module_of(root, attrs)
                 call = parents.get(node)
@@ -460,6 +502,12 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"changes {_chain(node.args[0])[0].id} with {node.func.id}, which the lesson uses")
             elif node.func.id != "getattr" and not own(node.args[0], _folded(node.args[1])):
                 flag(node, f"sets {_folded(node.args[1])} on an object it did not make ({node.func.id})")
+        elif isinstance(node, ast.Call) and (_callee(node) in CLASS_DECORATORS or isinstance(node.func, ast.Call) and
+                                             _callee(node.func) in CLASS_DECORATORS) and \
+                not any(node is d or node.func is d for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                        for d in c.decorator_list):
+            flag(node, f"applies {_callee(node) if _callee(node) in CLASS_DECORATORS else _callee(node.func)} "
+                       "to a class other than its own, which rewrites that class")
         elif isinstance(node, ast.Call) and _callee(node) in POSITIONAL and len(node.args) > POSITIONAL[_callee(node)]:
             flag(node, f"passes {_callee(node)} more than it needs, by position (names to set, or pickles to load)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \

@@ -82,6 +82,18 @@ CHEATS = {
         # a method's first argument made a library object by calling it through the class
         "class K:\n    def put(obj, v):\n        setattr(obj, 'allclose', v)\n\n\nK.put(torch, None)",
         "class K:\n    @staticmethod\n    def put(obj, v):\n        obj.allclose = v\n\n\nK().put(torch, None)",
+        # round 3: a module reached as another module's attribute, a function's parameter named self,
+        # an in-place method passed on, hooks on the lesson's objects, a class decorator on a library class
+        "torch.nn.functional.torch.sys.modules['builtins'].exec('checks.check_close = print')",
+        "import functools\nfunctools.update_wrapper(torch.nn.functional.torch.sys.modules['grader.grading.checks'], print)",
+        "def install(self):\n    self.double = lambda tensor: torch.zeros(())\n\n\ninstall(torch.Tensor)",
+        "class K:\n    pass\n\n\nh = K()\nh = torch.Tensor\nh.double = lambda tensor: torch.zeros(())",
+        "import functools\nfrom grader import memory\nfunctools.partial(memory.ADAM['fp32'].update, optimizer=4)()",
+        "from grader import memory\nset_sizes = memory.ADAM['fp32'].update\nset_sizes(optimizer=4)",
+        "dict.update(memory.ADAM['fp32'], optimizer=4)",
+        "import functools\nimport os\nfunctools.partial(os.environ.update, PYTHONPATH='/tmp/anywhere')()",
+        "model.register_forward_hook(lambda module, args, output: output * 0)",
+        "import dataclasses\ndataclasses.dataclass(init=False, repr=False, eq=True)(torch.Tensor)",
     ],
     "running code the scan never reads": [
         "get_ipython().run_cell('checks.check_equal = print')",
@@ -99,6 +111,7 @@ CHEATS = {
         "unsafe = False\ntorch.load('speedups.bin', weights_only=unsafe)",
         "import numpy as np\nnp.load('speedups.npy', None, True)",
         "torch.serialization.add_safe_globals([exec])",
+        "import numpy as np\nnp.lib.format.read_array(open('speedups.npy', 'rb'), True)",
     ],
     "leaving something for the next student": [
         "import os\nfolder = get_ipython().profile_dir.startup_dir\nopen(os.path.join(folder, 'help.txt'), 'w')",
@@ -477,6 +490,7 @@ KINDS = {
     "runs_a_written_file": {"c1_speedup": CHEATS["running code the scan never reads"][2] + "\n\n" + WRONG["c1_speedup"]},
     "reaches_a_frame": {"c1_speedup": CHEATS["forging the proof of running"][6] + "\n\n" + WRONG["c1_speedup"]},
     "returns_a_module": {"c1_speedup": CHEATS["rebinding what a test calls"][14] + "\n\n" + WRONG["c1_speedup"]},
+    "reaches_sys_through_torch": {"c1_speedup": CHEATS["rebinding what a test calls"][29] + "\n\n" + WRONG["c1_speedup"]},
     "swaps_the_code": {"c1_speedup": CHEATS["rebinding what a test calls"][23] + "\n\n" + WRONG["c1_speedup"]},
     "lies_with_type": {"c1_speedup": CHEATS["objects that equal everything, a patched torch.allclose"][10] + "\n\n"
                        + WRONG["c1_speedup"],
@@ -536,6 +550,9 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     submit(course, "adds_cells", LESSON, added_cells())
+    # numpy's masked value is neither equal nor unequal to anything: the checks refuse it
+    submit(course, "lies_with_numpy", LESSON, submission(LESSON, answers={**WRONG, "c3_gpus_needed": (
+        "import numpy as np\n\n\ndef gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return np.ma.masked\n")}))
     proc = nbgrader("autograde", LESSON, "--force", cwd=course)
     log = proc.stdout + proc.stderr
 
@@ -580,6 +597,7 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
         # The shipped package reached the autograded folder (nbgrader copies it) but was never imported.
         assert (course / "autograded" / "ships_a_package" / LESSON / "grader" / "checks.py").is_file()
         assert graded("ships_a_package") == (0, {gid: (0, False) for gid in worth}, {})
+        assert graded("lies_with_numpy") == (0, {gid: (0, False) for gid in worth}, {})
         # Added and changed cells were left out, listed at the top of the graded notebook and in the log.
         assert graded("adds_cells") == (0, {gid: (0, False) for gid in worth}, {})
         _, nb = outputs("adds_cells")
