@@ -161,6 +161,13 @@ def nbgrader(*args, cwd, check=True, timeout=900, env=None):
     return proc
 
 
+def parallel_autograde(course, lesson, *args):
+    """``python -m grader.grading.autograde LESSON ARGS`` (the course's parallel autograde) in ``course``,
+    with the installed course, as an activated environment runs it."""
+    return subprocess.run([installed()[0], "-m", "grader.grading.autograde", lesson, *args], cwd=course, env=activated(),
+                          capture_output=True, text=True, timeout=900)
+
+
 @pytest.fixture(scope="session")
 def course(tmp_path_factory):
     """A scratch course directory: the committed source/ and config, nothing else."""

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, points, scores, submission,
-                      submit)
+from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, parallel_autograde, points,
+                      scores, submission, submit)
 from grader.grading.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
@@ -51,12 +51,6 @@ def course_with(root, lesson, students):
     for student, nb in students.items():
         submit(course, student, lesson, nb)
     return course
-
-
-def parallel_autograde(course, lesson, *args):
-    """``python -m grader.grading.autograde LESSON ARGS`` in ``course``, as an activated environment runs it."""
-    return subprocess.run([installed()[0], "-m", "grader.grading.autograde", lesson, *args], cwd=course, env=activated(),
-                          capture_output=True, text=True, timeout=900)
 
 
 def gradebook(course, lesson):

@@ -13,7 +13,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import LESSONS, copy_course, lesson_notebook, nbgrader, points, read_nb, submission, submit
+from conftest import (LESSONS, copy_course, lesson_notebook, nbgrader, parallel_autograde, points, read_nb, submission,
+                      submit)
 from grader.grading.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
 from mutants import MUTANTS
 from mutants.batch_scaling import ACCUMULATE
@@ -553,8 +554,11 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     # numpy's masked value is neither equal nor unequal to anything: the checks refuse it
     submit(course, "lies_with_numpy", LESSON, submission(LESSON, answers={**WRONG, "c3_gpus_needed": (
         "import numpy as np\n\n\ndef gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return np.ma.masked\n")}))
-    proc = nbgrader("autograde", LESSON, "--force", cwd=course)
-    log = proc.stdout + proc.stderr
+    # The course's parallel autograde (nbgrader autograde per student, the course's preprocessors
+    # included): the class on both cores, each student's log in autograde_logs/.
+    proc = parallel_autograde(course, LESSON, "--force")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = "".join(path.read_text() for path in sorted((course / "autograde_logs" / LESSON).glob("*.log")))
 
     worth = points(LESSON)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
