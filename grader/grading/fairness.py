@@ -12,10 +12,12 @@ for the reference to reach its bar is told apart from a learner's answer that mi
   course's autograde turns into manual grading with the numbers (never 0).
 
 :func:`decide` applies that rule to any :class:`Verdict`; :func:`near` makes one for a timing;
+:func:`among` one for a value the learner measured once, beside the same value measured again;
 :func:`grade_ddp_speedup` makes one for a DDP speedup, with the bars of
 ``grader/content/thresholds.json``.
 """
 
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -85,6 +87,31 @@ def near(measure, want, rtol, reference, what):
     got, ref = float(measure()), float(reference())  # a number, whatever object an answer returned
     return Verdict(abs(got - want) <= rtol * want, abs(ref - want) > rtol * want,
                    f"{what}: {got:.4f} s, wanted {want:.4f} s +/- {rtol:.0%}; the toolkit timed the same work at {ref:.4f} s")
+
+
+def among(mine, repeats, tolerance, what, *, busy_from=float("inf")):
+    """A :class:`Verdict` on a value the learner measured once, beside ``repeats``: the same value
+    measured again by the grader (five times or more).
+
+    Passed when ``mine`` lies within ``tolerance`` of the median, a band widened to twice the
+    spread of the middle three when the machine is busier, or between the lowest and the highest
+    repeat (this machine gave such a value itself). Busy when the band is wider than twice
+    ``tolerance`` or the median reaches ``busy_from``: the machine, not the answer, would decide.
+
+    >>> among(1.08, [1.77, 0.71, 0.79, 0.84, 0.70], 0.25, "serial fraction").passed   # a burst hit both
+    True
+    >>> v = among(1.08, [0.70, 0.71, 0.79, 0.80, 0.84], 0.25, "serial fraction")
+    >>> v.passed, v.busy, str(v)
+    (False, False, 'serial fraction measured again [0.7, 0.71, 0.79, 0.8, 0.84]; yours 1.080; allowed 0.790 +/- 0.250')
+    """
+    mine, repeats = float(mine), [float(r) for r in repeats]  # numbers, whatever objects an answer gave
+    middle = sorted(repeats)[1:-1] if len(repeats) > 4 else sorted(repeats)
+    centre = statistics.median(repeats)
+    allowed = max(tolerance, 2 * (middle[-1] - middle[0]))  # one outlier does not widen the band
+    passed = abs(mine - centre) <= allowed or min(repeats) <= mine <= max(repeats)
+    return Verdict(passed, allowed > 2 * tolerance or centre >= busy_from,
+                   f"{what} measured again {[round(r, 3) for r in repeats]}; yours {mine:.3f}; "
+                   f"allowed {centre:.3f} +/- {allowed:.3f}")
 
 
 def _ddp_rule(ranks):
