@@ -57,11 +57,16 @@ browser:
 lab: setup
 	$(PY) -m jupyterlab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Two lanes (pytest-xdist), each taking a whole test file at a time: the nbgrader round trip
+# (about half the suite) runs in one while the rest of the suite runs in the other.
+# LANES= runs one lane.
+LANES ?= -n 2 --dist loadfile
+
 test: setup browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(LANES) $(PYTEST_ARGS)
 
 quick: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(LANES) $(PYTEST_ARGS)
 
 release: setup
 	for dir in source/*/; do nbgrader generate_assignment "$$(basename $$dir)" --force; done

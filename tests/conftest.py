@@ -52,9 +52,10 @@ def graded_cells(nb, kind):
 def cpu_hogs(count):
     """Run the block beside ``count`` CPU-heavy processes (endless loops), as other jobs load a shared grader.
 
-    On leaving, the block must have had them: each still running, and together they must have
-    used at least half a core on average over the block (on a 2-core machine two of them take
-    most of it). Otherwise the block ran on a quieter machine than it claims and this fails.
+    On leaving, the block must have had them: each still running, and each must have used at
+    least a quarter of a core on average over the block (on a 2-core machine one beside a
+    two-rank measurement gets about half of one; with the other test lane's work too, about a
+    third). Otherwise the block ran on a quieter machine than it claims and this fails.
     """
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     start = time.monotonic()
@@ -68,7 +69,7 @@ def cpu_hogs(count):
             hog.kill()
             hog.wait()
     assert all(running), "a CPU-heavy process ended before the block did"
-    assert used >= wall / 2, f"the CPU-heavy processes used {used:.0f} s of CPU in {wall:.0f} s"
+    assert used >= count * wall / 4, f"{count} CPU-heavy processes used {used:.0f} s of CPU in {wall:.0f} s"
 
 
 def cpu_seconds(pid):
