@@ -71,7 +71,9 @@ def run_all(page):
     """Run All Cells once the notebook's kernel is up; again if a click came too early.
 
     A click while the freshly opened notebook still connects its kernel can be lost: the
-    first cell then shows no execution count, and the click is repeated.
+    first cell then shows no execution count, and the click is repeated. A "Select Kernel"
+    dialog can close by itself between being seen and being clicked (on a busy machine the
+    kernel's start catches up): then there is nothing to choose.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -81,7 +83,11 @@ def run_all(page):
     for _ in range(3):
         dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
         if dialog.count():  # JupyterLab sometimes asks which kernel to start
-            dialog.get_by_role("button", name="Select", exact=True).click()
+            try:
+                dialog.get_by_role("button", name="Select", exact=True).click(timeout=10_000)
+            except PlaywrightTimeout:  # gone by itself (its kernel started), or still there: accept its default
+                if dialog.count():
+                    page.keyboard.press("Enter")
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:

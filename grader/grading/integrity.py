@@ -28,6 +28,7 @@ import copy
 import functools
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import pkgutil
 import re
@@ -61,9 +62,15 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
-        "format", "npyio", "integrity", "autograde", "fairness"}
-# Attributes that run code or reach IPython, whatever they are attributes of.
-RUNS = {"exec", "get_ipython", "run_cell", "system", "popen"}
+        "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack"}
+# Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
+RUNS = {"exec", "get_ipython", "run_cell", "system", "popen", "enter_context", "enter_async_context"}
+# What an answer's classes may build on: plain objects, exceptions, torch's modules, datasets and
+# autograd functions. A library class with hooks of its own (a dispatch mode, a module tracker)
+# would run an answer's overrides inside the tests.
+BASES = ("torch.nn.Module", "torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.autograd.Function")
+# What may be read through a class reached from an object (``type(x)``, ``x.__class__``): its name.
+CLASS_NAMES = {"__name__", "__qualname__"}
 # Class decorators, which change the class they are given: only as decorators of the answer's own classes.
 CLASS_DECORATORS = {"dataclass", "total_ordering"}
 # Keyword arguments that make a library set attributes it is told the names of (functools.update_wrapper, wraps),
@@ -163,8 +170,10 @@ def _step(module, attr):
     if attr.startswith("_"):
         return f"reaches {name}, private to {module}", None
     reached = name if _is_module(name) else None
-    if attr in DENY or attr.startswith("register_module_"):
+    if attr in DENY:
         return f"reaches {name}, which changes the library, runs hidden code or decides grades", reached
+    if attr.startswith("register_"):
+        return f"reaches {name}, which registers hooks on what it is given or on every object", reached
     if module.split(".")[0] == "grader":
         return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
     if module in LIMITED:
@@ -189,6 +198,42 @@ def _module_attribute(module, attr):
     except Exception:  # noqa: BLE001 (a module that does not import has nothing to reach)
         return None
     return value.__name__ if isinstance(value, types.ModuleType) else None
+
+
+@functools.cache
+def _resolve(dotted):
+    """The object a dotted name of an allowed module means (``torch.nn.Sequential``), or None.
+
+    The longest prefix that is a module is imported; the rest is read with ``getattr``.
+    """
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        if parts[0] in ALLOWED and _is_module(".".join(parts[:i])):
+            try:
+                value = importlib.import_module(".".join(parts[:i]))
+                for attr in parts[i:]:
+                    value = getattr(value, attr)
+            except Exception:  # noqa: BLE001 (nothing there to reach)
+                return None
+            return value
+    return getattr(builtins, dotted, None) if len(parts) == 1 else None
+
+
+def _through_class(cls, attr):
+    """Whether ``cls.attr`` is what an object of ``cls`` runs as a method or reads as a property:
+    called through the class, it runs on (or changes) any object it is given."""
+    try:
+        found = inspect.getattr_static(cls, attr)
+    except AttributeError:
+        return False
+    return not isinstance(found, (classmethod, staticmethod, types.ClassMethodDescriptorType)) and \
+        (inspect.isroutine(found) or inspect.isdatadescriptor(found))
+
+
+def _base_allowed(cls):
+    """Whether an answer's class may build on the library class ``cls`` (``BASES``, exceptions, ``object``)."""
+    return isinstance(cls, type) and (cls is object or issubclass(cls, BaseException) or
+                                      any(isinstance(b, type) and issubclass(cls, b) for b in map(_resolve, BASES)))
 
 
 def _imported(node):
@@ -266,6 +311,50 @@ def _classy(node):
         (isinstance(node, ast.Attribute) and node.attr == "__class__")
 
 
+def _other_bindings(node):
+    """Names a node binds other than as a plain assignment target or an argument."""
+    if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef,
+                         ast.ClassDef)):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchMapping):
+        return [node.rest] if node.rest else []
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return list(_imported(node))
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return node.names
+    return []
+
+
+def _annotation(node, parents):
+    """Whether a node is (inside) a type annotation, where naming a class only describes a value."""
+    while node in parents:
+        parent = parents[node]
+        if node is getattr(parent, "annotation", None) or node is getattr(parent, "returns", None):
+            return True
+        node = parent
+    return False
+
+
+def _same_scope(node):
+    """The nodes inside ``node`` that run in its scope (not in functions or classes it defines)."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (*SCOPES, ast.ClassDef)):
+            yield child
+            yield from _same_scope(child)
+
+
+def _class_use(name, parents):
+    """Whether the answer's own class is named to be called, built on, tested against, annotated or
+    read an attribute of (whose methods are flagged apart): nothing that hands the class on."""
+    parent = parents.get(name)
+    if isinstance(parent, ast.Call):
+        return parent.func is name or (isinstance(parent.func, ast.Name) and
+                                       parent.func.id in ("isinstance", "issubclass", "super"))
+    if isinstance(parent, ast.Tuple) and isinstance(parents.get(parent), ast.Call):
+        return getattr(parents[parent].func, "id", None) in ("isinstance", "issubclass")
+    return isinstance(parent, (ast.ClassDef, ast.Attribute, ast.Compare)) or _annotation(name, parents)
+
+
 def _trees(sources):
     return [t for t in map(_parse, [sources] if isinstance(sources, str) else sources) if t is not None]
 
@@ -319,6 +408,9 @@ def scan(source, before=(), after=(), answered=()):
             mine = isinstance(statement, ast.Assign) and isinstance(value, ast.Call) and \
                 isinstance(value.func, ast.Name) and value.func.id in classes
             binds[node.id].add("made" if mine else "other")
+        else:  # every other way a name is bound: ``case x:``, ``except E as x``, imports, definitions
+            for name in _other_bindings(node):
+                binds[name].add("other")
         if isinstance(node, ast.Assign) and any(_classy(n) for n in ast.walk(node.value)):
             typed |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}  # ``kind = type(x)``
     made = {name for name, how in binds.items() if how == {"made"}}
@@ -419,7 +511,12 @@ def scan(source, before=(), after=(), answered=()):
                     flag(node, f"imports every name of {target[:-2]}")
                 else:
                     walk(top, attrs, node)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _same_scope(node)):
+                flag(node, "keeps a context open across a yield, which a paused generator would leave on")
         elif isinstance(node, ast.Name):
+            if node.id in classes and isinstance(node.ctx, ast.Load) and not _class_use(node, parents):
+                flag(node, f"hands its class {node.id} around as a value")
             if node.id in SHELL or re.fullmatch(r"_i?\d+", node.id):
                 if node.lineno not in magic:
                     flag(node, f"uses IPython's shell ({node.id})")
@@ -436,6 +533,23 @@ def scan(source, before=(), after=(), answered=()):
                 elif _is_module(target) and not isinstance(parents.get(node), ast.Attribute):
                     flag(node, f"passes the module {node.id} around as a value")
         elif isinstance(node, ast.ClassDef):
+            if node.keywords:
+                flag(node, f"gives its class {node.name} a metaclass or class options")
+            for base in node.bases:
+                root, attrs = _chain(base)
+                if isinstance(base, ast.Name) and base.id in classes:
+                    continue
+                if root is None or (root.id not in held and root.id not in BUILTINS):
+                    flag(base, f"builds its class {node.name} on {ast.unparse(base)[:60]}, which the scan cannot tell")
+                    continue
+                cls = _resolve(".".join([held.get(root.id) or root.id, *attrs]))
+                if not _base_allowed(cls):
+                    flag(base, f"builds its class {node.name} on {ast.unparse(base)[:60]} (answers' classes build on "
+                               "plain objects, exceptions, torch modules, datasets and autograd functions)")
+                for item in node.body:  # a private method of the library class, overridden: library code calls it
+                    name = getattr(item, "name", "")
+                    if name.startswith("_") and not name.startswith("__") and hasattr(cls, name):
+                        flag(item, f"overrides {name}, private to {ast.unparse(base)[:60]}, which the library calls")
             for item in node.body:
                 targets = [*getattr(item, "targets", []), getattr(item, "target", None)]
                 for name in [getattr(item, "name", "")] + [t.id for t in targets if isinstance(t, ast.Name)]:
@@ -444,13 +558,17 @@ def scan(source, before=(), after=(), answered=()):
         elif isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in methods:
                 flag(node, f"reaches the method {node.attr} through its class {node.value.id}")
+            if (_classy(node.value) or isinstance(node.value, ast.Name) and node.value.id in typed) and \
+                    node.attr not in CLASS_NAMES:
+                flag(node, f"reaches {node.attr} through an object's class ({ast.unparse(node)[:60]}), "
+                           "where it would run on any object it is given")
             if node.attr.startswith("__") and node.attr not in SPECIAL and \
                     not (node.attr in READ_ONLY and isinstance(node.ctx, ast.Load)):
                 flag(node, f"uses the special attribute {node.attr}")
             if INTERPRETER.fullmatch(node.attr):
                 flag(node, f"reaches the interpreter's frames or code ({node.attr})")
             if node.attr in RUNS:
-                flag(node, f"runs code or reaches IPython ({node.attr})")
+                flag(node, f"runs code, reaches IPython or keeps a context on after the cell ({node.attr})")
             call = parents.get(node)
             called_here = isinstance(call, ast.Call) and call.func is node
             if node.attr in MUTATORS and isinstance(node.value, ast.Name) and node.value.id in BUILTINS:
@@ -460,6 +578,12 @@ def scan(source, before=(), after=(), answered=()):
             if node.attr.startswith("register_") and not own(node.value, node.attr):
                 flag(node, f"registers a hook on an object it did not make ({ast.unparse(node)[:60]})")
             root, attrs = _chain(node)
+            if (lesson(root) or root is not None and root.id in BUILTINS and root.id not in binds) and \
+                    isinstance(node.value, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Del):
+                cls = _resolve(".".join([held.get(root.id) or root.id, *attrs[:-1]]))
+                if isinstance(cls, type) and not isinstance(cls, types.ModuleType) and _through_class(cls, node.attr):
+                    flag(node, f"reaches {ast.unparse(node)[:60]} through its class, where it would run on "
+                               "any object it is given")
             if lesson(root) and not isinstance(parents.get(node), ast.Attribute):
                 walk(held[root.id], attrs, node)
                 module = module_of(root, attrs)
