@@ -68,7 +68,10 @@ RUNS = {"exec", "get_ipython", "run_cell", "system", "popen", "enter_context", "
 # What an answer's classes may build on: plain objects, exceptions, torch's modules, datasets and
 # autograd functions. A library class with hooks of its own (a dispatch mode, a module tracker)
 # would run an answer's overrides inside the tests.
-BASES = ("torch.nn.Module", "torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.autograd.Function")
+BASES = ("torch.nn.Module", "torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.autograd.Function",
+         "typing.NamedTuple")
+# Builtin types whose objects never change: their methods, reached through the type, change nothing (``str.lower``).
+IMMUTABLE = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
 # What may be read through a class reached from an object (``type(x)``, ``x.__class__``): its name.
 CLASS_NAMES = {"__name__", "__qualname__"}
 # Class decorators, which change the class they are given: only as decorators of the answer's own classes.
@@ -232,8 +235,9 @@ def _through_class(cls, attr):
 
 def _base_allowed(cls):
     """Whether an answer's class may build on the library class ``cls`` (``BASES``, exceptions, ``object``)."""
-    return isinstance(cls, type) and (cls is object or issubclass(cls, BaseException) or
-                                      any(isinstance(b, type) and issubclass(cls, b) for b in map(_resolve, BASES)))
+    return any(cls is b for b in map(_resolve, BASES)) or isinstance(cls, type) and (
+        cls is object or issubclass(cls, BaseException) or
+        any(isinstance(b, type) and issubclass(cls, b) for b in map(_resolve, BASES)))
 
 
 def _imported(node):
@@ -391,6 +395,7 @@ def scan(source, before=(), after=(), answered=()):
     held = {name: imports.get(name) for name in set(imports) | protected}  # the lesson's objects and modules
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    earlier = {node.name for t in _trees(answered) for node in ast.walk(t) if isinstance(node, ast.ClassDef)}
     # Objects the answer made itself, whose attributes it may set: its classes' ``self`` and their instances.
     methods = {(c.name, f.name): f for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -537,7 +542,7 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"gives its class {node.name} a metaclass or class options")
             for base in node.bases:
                 root, attrs = _chain(base)
-                if isinstance(base, ast.Name) and base.id in classes:
+                if isinstance(base, ast.Name) and base.id in classes | earlier:
                     continue
                 if root is None or (root.id not in held and root.id not in BUILTINS):
                     flag(base, f"builds its class {node.name} on {ast.unparse(base)[:60]}, which the scan cannot tell")
@@ -581,7 +586,7 @@ def scan(source, before=(), after=(), answered=()):
             if (lesson(root) or root is not None and root.id in BUILTINS and root.id not in binds) and \
                     isinstance(node.value, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Del):
                 cls = _resolve(".".join([held.get(root.id) or root.id, *attrs[:-1]]))
-                if isinstance(cls, type) and not isinstance(cls, types.ModuleType) and _through_class(cls, node.attr):
+                if isinstance(cls, type) and cls not in IMMUTABLE and _through_class(cls, node.attr):
                     flag(node, f"reaches {ast.unparse(node)[:60]} through its class, where it would run on "
                                "any object it is given")
             if lesson(root) and not isinstance(parents.get(node), ast.Attribute):
