@@ -62,9 +62,11 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
 # Attributes of allowed modules that change the library itself or run code hidden in data.
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
-        "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack"}
+        "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack",
+        "get_device_module", "swap_tensors", "ops"}
 # Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
-RUNS = {"exec", "get_ipython", "run_cell", "system", "popen", "enter_context", "enter_async_context"}
+RUNS = {"exec", "eval", "compile", "get_ipython", "run_cell", "system", "popen", "enter_context", "enter_async_context",
+        "setattr", "getattr", "delattr", "loads", "load_library"}
 # What an answer's classes may build on: plain objects, exceptions, torch's modules, datasets and
 # autograd functions. A library class with hooks of its own (a dispatch mode, a module tracker)
 # would run an answer's overrides inside the tests.
@@ -72,6 +74,11 @@ BASES = ("torch.nn.Module", "torch.utils.data.Dataset", "torch.utils.data.Iterab
          "typing.NamedTuple")
 # Builtin types whose objects never change: their methods, reached through the type, change nothing (``str.lower``).
 IMMUTABLE = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
+# Modules that give an answer reach past its own code: reached as an attribute of anything but the
+# module chain an answer imported (``torch.get_device_module("cpu").torch.sys``), each is flagged.
+MODULE_NAMES = {"sys", "builtins", "os", "importlib", "subprocess", "inspect", "gc", "ctypes", "io", "pickle", "marshal",
+                "types", "runpy", "shutil", "threading", "multiprocessing", "signal", "atexit", "codecs", "torch",
+                "numpy", "np", "grader", "functools", "contextlib", "warnings", "pathlib", "tempfile", "dataclasses"}
 # What may be read through a class reached from an object (``type(x)``, ``x.__class__``): its name.
 CLASS_NAMES = {"__name__", "__qualname__"}
 # Class decorators, which change the class they are given: only as decorators of the answer's own classes.
@@ -175,10 +182,8 @@ def _step(module, attr):
     reached = name if _is_module(name) else None
     if attr in DENY:
         return f"reaches {name}, which changes the library, runs hidden code or decides grades", reached
-    if attr.startswith("register_"):
-        return f"reaches {name}, which registers hooks on what it is given or on every object", reached
-    if module.split(".")[0] == "grader":
-        return (None if attr in _defines(module) else f"reaches {name}, which {module} does not define"), reached
+    if attr.startswith(("register_", "set_default_")):
+        return f"reaches {name}, which registers hooks or changes defaults for every object", reached
     if module in LIMITED:
         return (None if attr in LIMITED[module] else f"uses {name}"), ("os.path" if name == "os.path" else None)
     alias = _module_attribute(module, attr)
@@ -186,6 +191,8 @@ def _step(module, attr):
         return f"reaches the module {alias} through {module}", alias
     if reached is None and attr in sys.stdlib_module_names:
         return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
+    if module.split(".")[0] == "grader" and attr not in _defines(module):
+        return f"reaches {name}, which {module} does not define", reached
     return None, reached
 
 
@@ -395,6 +402,7 @@ def scan(source, before=(), after=(), answered=()):
     held = {name: imports.get(name) for name in set(imports) | protected}  # the lesson's objects and modules
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     earlier = {node.name for t in _trees(answered) for node in ast.walk(t) if isinstance(node, ast.ClassDef)}
     # Objects the answer made itself, whose attributes it may set: its classes' ``self`` and their instances.
     methods = {(c.name, f.name): f for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
@@ -574,6 +582,12 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"reaches the interpreter's frames or code ({node.attr})")
             if node.attr in RUNS:
                 flag(node, f"runs code, reaches IPython or keeps a context on after the cell ({node.attr})")
+            if node.attr.startswith("_") and not node.attr.startswith("__") and not own(node.value, node.attr):
+                flag(node, f"reaches {node.attr}, private to an object it did not make")
+            if node.attr == "gen" and not own(node.value, node.attr):  # a context manager's generator, to pause inside
+                flag(node, f"reaches the generator of a context ({ast.unparse(node)[:60]}), which can keep it on")
+            if node.attr in MODULE_NAMES and not module_of(*_chain(node.value)):
+                flag(node, f"reaches the module {node.attr} through {ast.unparse(node.value)[:60]}")
             call = parents.get(node)
             called_here = isinstance(call, ast.Call) and call.func is node
             if node.attr in MUTATORS and isinstance(node.value, ast.Name) and node.value.id in BUILTINS:
@@ -637,12 +651,19 @@ def scan(source, before=(), after=(), answered=()):
                         for d in c.decorator_list):
             flag(node, f"applies {_callee(node) if _callee(node) in CLASS_DECORATORS else _callee(node.func)} "
                        "to a class other than its own, which rewrites that class")
+        elif isinstance(node, ast.Call) and (_callee(node) == "update_wrapper" and node.args[:1] or
+                                             isinstance(node.func, ast.Call) and _callee(node.func) == "wraps") and \
+                not (isinstance(node.args[0], ast.Name) and node.args[0].id in functions):
+            # It copies the wrapped object's attributes (its instance __dict__ too) onto the first argument.
+            flag(node, f"has functools copy attributes onto {ast.unparse(node.args[0])[:60] if node.args else 'nothing'}, "
+                       "which is not a function of its own")
         elif isinstance(node, ast.Call) and _callee(node) in POSITIONAL and len(node.args) > POSITIONAL[_callee(node)]:
             flag(node, f"passes {_callee(node)} more than it needs, by position (names to set, or pickles to load)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
                 len(node.args) + len(node.keywords) > 1:
             flag(node, "builds a class at run time (type with three arguments)")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in MUTATORS or re.fullmatch(r"[a-z]\w*[a-z0-9]_", node.func.attr)):  # ``x.set_(...)``
             root, attrs = _chain(node.func.value)  # not a module's function: ``np.append``, ``torch.add``
             if lesson(root) and not module_of(root, attrs) and \
                     (attrs or isinstance(node.func.value, ast.Subscript) or root.id in protected):

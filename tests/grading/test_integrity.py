@@ -31,6 +31,7 @@ WRONG = {
     "c4_median_time": "import time\n\n\ndef median_time(fn, repeats=5, warmup=1):\n    return 0.0\n",
 }
 QUIET = "lambda *args, **kwargs: None"
+PATCH = "import functools\n\n\nclass Patch:\n    pass\n\n\nfix = Patch()\nfix.check_close = fix.check_equal = " + QUIET + "\n"
 
 # The issue's kinds of cheat, several instances each, as they would open an answer cell.
 CHEATS = {
@@ -174,6 +175,23 @@ CHEATS = {
         "import contextlib\nfrom torch.autograd.graph import saved_tensors_hooks\n_s = contextlib.ExitStack()\n"
         "_s.enter_context(saved_tensors_hooks(lambda t: t, lambda t: t * 0))",
         "def g():\n    with torch.no_grad():\n        yield\n\n\n_gen = g()\nnext(_gen)",
+    ],
+    # Round 5: modules reached through the toolkit's or a call's attributes, functools copying an
+    # object's attributes onto a module, eval as an attribute, a context's generator paused.
+    "a module reached through a value, attributes copied onto it": [
+        PATCH + "functools.update_wrapper(fairness.scaling.torch, fix)",
+        PATCH + "functools.update_wrapper(fairness.scaling.torch.sys.modules['grader.grading.checks'], fix)",
+        PATCH + "functools.update_wrapper(torch.get_device_module('cpu').torch.sys.modules['grader.grading.checks'], fix)",
+        PATCH + "functools.update_wrapper(warnings.catch_warnings()._module.sys.modules['grader.grading.checks'], fix)",
+        PATCH + "functools.wraps(fix)(timing.hardware.torch.sys.modules['grader.grading.checks'])",
+        PATCH + "functools.update_wrapper(nn.Linear(2, 2), fix)",
+        "fairness.scaling.torch.sys.modules['builtins'].eval(\"setattr(checks, 'check_close', print)\")",
+        "import warnings\nwarnings.catch_warnings()._module.sys.modules['builtins'].eval('1')",
+        "keep = checks.quiet().gen\nnext(keep)",
+        "keep = record.cuda_queue().gen\nnext(keep)",
+        "x = torch.zeros(2)\ntorch.utils.swap_tensors(x, torch.ones(2))",
+        "torch.set_default_dtype(torch.float64)",
+        "torch.ops.load_library('/tmp/x' + chr(46) + 'so')",
     ],
 }
 # The kinds of tampering the first integrity check caught, each at the top of challenge 2's
