@@ -547,6 +547,9 @@ KINDS = {
     # Every measured grade's verdict made to pass, through a method of its own class (challenge 4's timer is wrong).
     "changes_a_library_class": {"c1_speedup": CHEATS["a library class changed, a hook or a context left on"][0] + "\n\n"
                                 + WRONG["c1_speedup"]},
+    # The checks module's functions replaced by functools, through a module reached from the toolkit.
+    "copies_onto_a_module": {"c1_speedup": CHEATS["a module reached through a value, attributes copied onto it"][1]
+                             + "\n\n" + WRONG["c1_speedup"]},
     "equals_everything": {"c1_speedup": ANYTHING + WRONG["c1_speedup"],
                           "c2_to_device": "def to_device(batch, device):\n    return Anything()\n",
                           "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Anything()\n"},
