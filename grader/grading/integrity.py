@@ -651,12 +651,12 @@ def scan(source, before=(), after=(), answered=()):
                         for d in c.decorator_list):
             flag(node, f"applies {_callee(node) if _callee(node) in CLASS_DECORATORS else _callee(node.func)} "
                        "to a class other than its own, which rewrites that class")
-        elif isinstance(node, ast.Call) and (_callee(node) == "update_wrapper" and node.args[:1] or
-                                             isinstance(node.func, ast.Call) and _callee(node.func) == "wraps") and \
+        elif isinstance(node, ast.Call) and node.args and (_callee(node) == "update_wrapper" or isinstance(
+                node.func, ast.Call) and _callee(node.func) == "wraps") and \
                 not (isinstance(node.args[0], ast.Name) and node.args[0].id in functions):
             # It copies the wrapped object's attributes (its instance __dict__ too) onto the first argument.
-            flag(node, f"has functools copy attributes onto {ast.unparse(node.args[0])[:60] if node.args else 'nothing'}, "
-                       "which is not a function of its own")
+            flag(node, f"has functools copy attributes onto {ast.unparse(node.args[0])[:60]}, which is not a function "
+                       "of its own")
         elif isinstance(node, ast.Call) and _callee(node) in POSITIONAL and len(node.args) > POSITIONAL[_callee(node)]:
             flag(node, f"passes {_callee(node)} more than it needs, by position (names to set, or pickles to load)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
