@@ -91,25 +91,30 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
         if on_gpu and not sync:
             torch.cuda.synchronize(device)  # leave no queued work behind for the next cell
     result = Timing(times, label=label, synchronized=sync or not on_gpu)
-    _MEASURED.append((result, started, time.perf_counter()))
+    _MEASURED.append((result, tuple(times), started, time.perf_counter()))
     return result
 
 
-# What measure() returned here, with when it ran: a value graded as a measurement must be one of
-# these, not a Timing typed in (a learner's cell cannot reach this private list: the grading scan refuses it).
+# What measure() returned here, with the times it measured and when it ran: a value graded as a
+# measurement must be one of these, unchanged, not a Timing typed in (a learner's cell cannot reach this private list: the grading scan refuses it).
 _MEASURED = []
 
 
 def measured_when(timing):
     """``(start, end)`` in ``time.perf_counter()`` seconds of the :func:`measure` call in this process
-    that returned this very :class:`Timing`; None for a Timing made any other way.
+    that returned this very :class:`Timing`, its times as measured; None for a Timing made any
+    other way or changed since.
 
     >>> t = measure(lambda: None, repeats=1)
     >>> start, end = measured_when(t)
     >>> start < end, measured_when(Timing([0.5]))
     (True, None)
+    >>> t.times[:] = [0.5]
+    >>> measured_when(t) is None
+    True
     """
-    return next(((start, end) for t, start, end in _MEASURED if t is timing), None)
+    return next(((start, end) for t, times, start, end in _MEASURED
+                 if t is timing and tuple(timing.times) == times), None)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ The guarantee therefore rests on what nbgrader's process controls, set in
 
 import ast
 import builtins
+import collections.abc
 import copy
 import functools
 import importlib.machinery
@@ -63,7 +64,9 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
         "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack",
-        "get_device_module", "swap_tensors", "ops"}
+        "get_device_module", "swap_tensors", "ops", "fx", "use_deterministic_algorithms", "HERE"}
+# Settings for every later cell an answer may change: the threads of its own process.
+SETTINGS = {"set_num_threads", "set_num_interop_threads"}
 # Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
 RUNS = {"exec", "eval", "compile", "get_ipython", "run_cell", "system", "popen", "enter_context", "enter_async_context",
         "setattr", "getattr", "delattr", "loads", "load_library"}
@@ -79,6 +82,11 @@ IMMUTABLE = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
 MODULE_NAMES = {"sys", "builtins", "os", "importlib", "subprocess", "inspect", "gc", "ctypes", "io", "pickle", "marshal",
                 "types", "runpy", "shutil", "threading", "multiprocessing", "signal", "atexit", "codecs", "torch",
                 "numpy", "np", "grader", "functools", "contextlib", "warnings", "pathlib", "tempfile", "dataclasses"}
+# A library's containers (``warnings.filters``, ``os.environ``), which an answer may read, not hand on.
+MUTABLE = (list, dict, set, bytearray, collections.abc.MutableMapping, collections.abc.MutableSequence,
+           collections.abc.MutableSet)
+READERS = {"len", "list", "dict", "set", "tuple", "sorted", "sum", "min", "max", "print", "repr", "str", "enumerate",
+           "zip", "iter", "any", "all", "isinstance", "reversed", "frozenset"}  # builtins that only read
 # What may be read through a class reached from an object (``type(x)``, ``x.__class__``): its name.
 CLASS_NAMES = {"__name__", "__qualname__"}
 # Class decorators, which change the class they are given: only as decorators of the answer's own classes.
@@ -182,8 +190,8 @@ def _step(module, attr):
     reached = name if _is_module(name) else None
     if attr in DENY:
         return f"reaches {name}, which changes the library, runs hidden code or decides grades", reached
-    if attr.startswith(("register_", "set_default_")):
-        return f"reaches {name}, which registers hooks or changes defaults for every object", reached
+    if attr.startswith("register_") or attr.startswith("set") and attr not in SETTINGS and not reached:
+        return f"reaches {name}, which registers hooks or changes a setting for every later cell", reached
     if module in LIMITED:
         return (None if attr in LIMITED[module] else f"uses {name}"), ("os.path" if name == "os.path" else None)
     alias = _module_attribute(module, attr)
@@ -366,6 +374,17 @@ def _class_use(name, parents):
     return isinstance(parent, (ast.ClassDef, ast.Attribute, ast.Compare)) or _annotation(name, parents)
 
 
+def _handed_on(node, parents):
+    """Whether a value is given to a call other than a reading builtin's, or bound to a name."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.keyword):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.Call) and parent.func is not node:
+        return getattr(parent.func, "id", None) not in READERS
+    return isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Starred, ast.List, ast.Tuple, ast.Dict,
+                               ast.Lambda, ast.Return, ast.Yield))
+
+
 def _trees(sources):
     return [t for t in map(_parse, [sources] if isinstance(sources, str) else sources) if t is not None]
 
@@ -520,10 +539,18 @@ def scan(source, before=(), after=(), answered=()):
                 top, *attrs = target.split(".")
                 if top not in ALLOWED:
                     flag(node, f"imports {top or target}, which answers may not use")
+                elif any(a.startswith("__") for a in attrs):  # ``torch.backends.__init__``: a package run again
+                    flag(node, f"imports {target}, through a special name")
                 elif attrs[-1:] == ["*"]:
                     flag(node, f"imports every name of {target[:-2]}")
                 else:
                     walk(top, attrs, node)
+        elif isinstance(node, (ast.arg, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef)):
+            note = node.annotation if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else node.returns
+            if note is not None and any(isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr)) or isinstance(n, ast.Constant)
+                                        and isinstance(n.value, str) for n in ast.walk(note)):
+                flag(note, "writes an annotation that calls or holds code as a string, which libraries that read "
+                           "annotations run (functools.singledispatch)")
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _same_scope(node)):
                 flag(node, "keeps a context open across a yield, which a paused generator would leave on")
@@ -604,6 +631,10 @@ def scan(source, before=(), after=(), answered=()):
                     flag(node, f"reaches {ast.unparse(node)[:60]} through its class, where it would run on "
                                "any object it is given")
             if lesson(root) and not isinstance(parents.get(node), ast.Attribute):
+                container = held[root.id] and _resolve(".".join([held[root.id], *attrs]))
+                if isinstance(container, MUTABLE) and _handed_on(node, parents):
+                    flag(node, f"hands {ast.unparse(node)[:60]}, a library's own "
+                               f"{type(container).__name__}, to code that could change it")
                 walk(held[root.id], attrs, node)
                 module = module_of(root, attrs)
                 call = parents.get(node)

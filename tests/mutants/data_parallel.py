@@ -51,6 +51,14 @@ def compare_dp(make_model, batch, target):
     dp = timing.measure(lambda: wrapped(batch), label="dp")
     return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
 """),
+    # Measured, then its times edited: a 2.5x speedup that a pass-through DataParallel never gives.
+    "edits_the_timing": ("c4_compare", """
+def compare_dp(make_model, batch, target):
+    single = timing.measure(train_step_fn(make_model(), batch, target), label="single")
+    dp = timing.measure(train_step_fn(nn.DataParallel(make_model()), batch, target), label="dp")
+    dp.times[:] = [t / 2.5 for t in single.times]
+    return {"single": single, "dp": dp, "speedup": timing.speedup(single, dp)}
+"""),
     "times_the_wrapper_twice": ("c4_compare", """
 def compare_dp(make_model, batch, target):
     wrapped = nn.DataParallel(make_model())
