@@ -71,31 +71,36 @@ def run_all(page):
     """Run All Cells once the notebook's kernel is up; again if a click came too early.
 
     A click while the freshly opened notebook still connects its kernel can be lost: the
-    first cell then shows no execution count, and the click is repeated. A "Select Kernel"
-    dialog can close by itself between being seen and being clicked (on a busy machine the
-    kernel's start catches up): then there is nothing to choose.
+    first cell then shows no execution count, and the click is repeated. JupyterLab sometimes
+    asks which kernel to start, at any moment while it connects (later on a busy machine):
+    whenever a dialog covers the page before a click here, its default (for that one, the
+    notebook's own kernel) is accepted, and its text noted in ``tests/artifacts/dialogs.txt``.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page.locator(".jp-Notebook").first.wait_for()
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
-    first_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
-    for _ in range(3):
-        dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
-        if dialog.count():  # JupyterLab sometimes asks which kernel to start
+    dialog = page.locator(".jp-Dialog").first
+
+    def accept(found):  # one dialog at a time (another may open behind it); what it said goes to the artifacts
+        with open(ARTIFACTS / "dialogs.txt", "a") as log:
+            log.write(found.inner_text().strip().replace("\n", " | ")[:300] + "\n")
+        found.locator(".jp-mod-accept").click(timeout=15_000)
+
+    page.add_locator_handler(dialog, accept, no_wait_after=True)
+    try:
+        page.locator(".jp-Notebook").first.wait_for()
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+        first_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
+        for _ in range(3):
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             try:
-                dialog.get_by_role("button", name="Select", exact=True).click(timeout=10_000)
-            except PlaywrightTimeout:  # gone by itself (its kernel started), or still there: accept its default
-                if dialog.count():
-                    page.keyboard.press("Enter")
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        try:
-            page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
-                                   arg=first_prompt.element_handle(), timeout=10_000)
-            return
-        except PlaywrightTimeout:
-            continue
+                page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
+                                       arg=first_prompt.element_handle(), timeout=10_000)
+                return
+            except PlaywrightTimeout:
+                continue
+    finally:
+        page.remove_locator_handler(dialog)
     raise AssertionError("Run All Cells never started the first cell")
 
 
