@@ -71,7 +71,7 @@ def run_all(page):
     """Run All Cells once the notebook's kernel is up; again if a click came too early.
 
     A click while the freshly opened notebook still connects its kernel can be lost: the
-    first cell then shows no execution count, and the click is repeated. JupyterLab sometimes
+    first two cells then show no execution count, and the click is repeated. JupyterLab sometimes
     asks which kernel to start, at any moment while it connects (later on a busy machine):
     whenever a dialog covers the page before a click here, its default (for that one, the
     notebook's own kernel) is accepted, and its text noted in ``tests/artifacts/dialogs.txt``.
@@ -79,23 +79,27 @@ def run_all(page):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     dialog = page.locator(".jp-Dialog").first
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
 
     def accept(found):  # one dialog at a time (another may open behind it); what it said goes to the artifacts
         with open(ARTIFACTS / "dialogs.txt", "a") as log:
             log.write(found.inner_text().strip().replace("\n", " | ")[:300] + "\n")
         found.locator(".jp-mod-accept").click(timeout=15_000)
+        idle.wait_for()  # the kernel it chose is up before the next click runs anything
 
     page.add_locator_handler(dialog, accept, no_wait_after=True)
     try:
         page.locator(".jp-Notebook").first.wait_for()
-        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
-        first_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
+        idle.wait_for()
+        prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
+        first = [prompts.nth(i) for i in range(min(2, prompts.count()))]
         for _ in range(3):
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            try:
-                page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
-                                       arg=first_prompt.element_handle(), timeout=10_000)
+            try:  # the first two cells ran or wait in the queue (a kernel that changed under them empties it)
+                for prompt in first:
+                    page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
+                                           arg=prompt.element_handle(), timeout=10_000)
                 return
             except PlaywrightTimeout:
                 continue
