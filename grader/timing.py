@@ -96,7 +96,8 @@ def measure(fn, *, repeats=10, warmup=2, device=None, sync=True, label=""):
 
 
 # What measure() returned here, with the times it measured and when it ran: a value graded as a
-# measurement must be one of these, unchanged, not a Timing typed in (a learner's cell cannot reach this private list: the grading scan refuses it).
+# measurement must be one of these, unchanged, not a Timing typed in (a learner's cell cannot
+# reach this private list: the grading scan refuses it).
 _MEASURED = []
 
 

@@ -204,17 +204,13 @@ def _step(module, attr):
     return None, reached
 
 
-@functools.cache
 def _module_attribute(module, attr):
     """The name of the module that attribute ``attr`` of the (allowed) module ``module`` is, if it is one.
 
-    The module is imported to see: a module's attribute can be another module under a name
-    no import would find (``torch.nn.functional.torch`` is torch).
+    The module is imported to see (:func:`_resolve`): a module's attribute can be another module
+    under a name no import would find (``torch.nn.functional.torch`` is torch).
     """
-    try:
-        value = getattr(importlib.import_module(module), attr, None)
-    except Exception:  # noqa: BLE001 (a module that does not import has nothing to reach)
-        return None
+    value = _resolve(f"{module}.{attr}")
     return value.__name__ if isinstance(value, types.ModuleType) else None
 
 
