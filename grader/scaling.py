@@ -21,6 +21,10 @@ from .content import thresholds
 from .launch import init_distributed, launch
 from .models import mlp, synthetic_batch
 
+# Seconds the toolkit's own measurements may take on their ranks: a busy machine slows them several
+# times over, and only a hang (a bug, not a learner's answer) should stop them.
+MEASURE_TIMEOUT = 300
+
 
 def _trainer(model, device):
     """A function that takes one SGD training step of ``model`` and waits until it is done."""
@@ -97,7 +101,7 @@ def _one_and_ddp_step_times(pairs, steps, warmup, rounds=1):
 def _in_turn(pairs, ranks, steps, warmup, backend, rounds=1):
     """Per round, (one-process seconds, slowest rank's DDP seconds) for each pair, on ``ranks`` fresh ranks."""
     per_rank = launch(_one_and_ddp_step_times, pairs, steps, warmup, rounds, nprocs=ranks, backend=backend,
-                      threads_per_rank=1, show_output=False)
+                      threads_per_rank=1, show_output=False, timeout=MEASURE_TIMEOUT)
     return [[(per_rank[0][r][i][0], max(mine[r][i][1] for mine in per_rank)) for i in range(len(pairs))]
             for r in range(rounds)]
 
@@ -113,7 +117,8 @@ def step_times(per_rank_batches, ranks, steps=5, warmup=2, backend=None):
     [True, True]
     """
     times = launch(_ddp_step_times, list(per_rank_batches), steps, warmup, nprocs=ranks,
-                   backend=backend or ddp_backend(ranks), threads_per_rank=1, show_output=False)
+                   backend=backend or ddp_backend(ranks), threads_per_rank=1, show_output=False,
+                   timeout=MEASURE_TIMEOUT)
     return [max(t) for t in zip(*times)]
 
 

@@ -67,6 +67,22 @@ def start_lab(root, notebooks=None):
     log.close()
 
 
+def open_notebook(page, lab, path):
+    """Open the notebook at ``path`` (under the lab's root) alone in a fresh workspace and Run All.
+
+    Its kernel is started first, through the server's API: JupyterLab then connects the notebook
+    to that kernel instead of choosing one while it loads (on a busy machine it may ask which,
+    late, and a kernel chosen late can leave widgets at "Loading widget...").
+    """
+    url, token, _ = lab
+    headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
+    body = json.dumps({"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1], "kernel": {"name": "python3"}})
+    started = urllib.request.Request(f"{url}/api/sessions", data=body.encode(), headers=headers, method="POST")
+    urllib.request.urlopen(started, timeout=60).close()
+    page.goto(f"{url}/lab/tree/{path}?reset&token={token}")
+    run_all(page)
+
+
 def run_all(page):
     """Run All Cells once the notebook's kernel is up; again if a click came too early.
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from grader import scaling
 from grader.content import thresholds
+from grader.launch import LaunchTimeout
 
 
 class Inconclusive(Exception):
@@ -49,7 +50,8 @@ def decide(measure, *, tries=3, pause=5.0, confirm=2):
     final once ``confirm`` measurements have said so (a burst of other work can hit the
     learner's timing and spare the reference's). A failing one whose reference missed too is
     measured again after ``pause`` seconds (other work on the machine may have ended), at
-    most ``tries`` times in all.
+    most ``tries`` times in all. Ranks stopped at their time-out (:class:`~grader.launch.LaunchTimeout`)
+    count as such a measurement: the machine was too busy for them.
 
     >>> decide(lambda: Verdict(True, False, "1.8x; reference 1.9x")).passed
     True
@@ -60,10 +62,19 @@ def decide(measure, *, tries=3, pause=5.0, confirm=2):
     Traceback (most recent call last):
     ...
     grader.grading.fairness.Inconclusive: re-grade on a quieter machine (measured 2 times): 0.9x; reference 0.97x, needed 1.00x
+    >>> def stopped():
+    ...     raise LaunchTimeout("ranks [0, 1] of 2 were stopped after 300 s")
+    >>> decide(stopped, tries=2, pause=0)
+    Traceback (most recent call last):
+    ...
+    grader.grading.fairness.Inconclusive: re-grade on a quieter machine (measured 2 times): the measurement did not finish: ranks [0, 1] of 2 were stopped after 300 s
     """
     failed = 0
     for attempt in range(1, tries + 1):
-        verdict = measure()
+        try:
+            verdict = measure()
+        except LaunchTimeout as stopped:  # ranks the machine was too busy to let finish: measured again
+            verdict = Verdict(False, True, f"the measurement did not finish: {str(stopped).splitlines()[0]}")
         if verdict.passed:
             return verdict
         if not verdict.busy:

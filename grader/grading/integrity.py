@@ -64,7 +64,8 @@ LIMITED = {"os": {"environ", "getenv", "getpid", "cpu_count", "sched_getaffinity
 DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", "collect_env", "multiprocessing",
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
         "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack",
-        "get_device_module", "swap_tensors", "ops", "fx", "use_deterministic_algorithms", "HERE"}
+        "get_device_module", "swap_tensors", "ops", "fx", "use_deterministic_algorithms", "HERE", "as_strided",
+        "stride_tricks", "prune"}
 # Settings for every later cell an answer may change: the threads of its own process.
 SETTINGS = {"set_num_threads", "set_num_interop_threads"}
 # Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
@@ -104,6 +105,15 @@ READ_ONLY = {"__class__"}  # special attributes an answer may read, never set
 INTERPRETER = re.compile(r"(f|gi|cr|ag|tb|co)_[a-z_]+")
 # Tensor fields a training loop sets on the tensors it holds (``p.grad /= world``).
 TENSOR_FIELDS = {"grad", "data", "requires_grad"}
+# Functions that change what they are given (``torch.nn.init.zeros_``, ``numpy.copyto``, ``random.shuffle``).
+IN_PLACE = r"[a-z]\w*[a-z0-9]_|vector_to_parameters|copyto|put|place|putmask|fill_diagonal|put_along_axis|shuffle|" \
+           r"broadcast|all_reduce|reduce|all_gather\w*|reduce_scatter\w*|scatter|gather|all_to_all\w*|i?recv"
+# Calls that may hand back (part of) what they are given: builtins, and a module's views of a tensor's memory.
+ALIASING = {"next", "iter", "list", "tuple", "reversed", "sorted", "enumerate", "zip", "dict", "vars", "asarray",
+            "asanyarray", "as_tensor", "from_numpy", "from_dlpack", "frombuffer", "as_strided", "view_as_real",
+            "view_as_complex", "narrow", "select", "squeeze", "unsqueeze", "flatten", "reshape", "ravel", "t",
+            "transpose", "permute", "movedim", "unflatten", "detach", "broadcast_to", "expand_copy", "chunk", "split",
+            "unbind", "tensor_split", "hsplit", "vsplit", "swapaxes", "moveaxis", "atleast_1d", "atleast_2d"}
 METHODS = SPECIAL | {"__post_init__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__", "__next__",
                      "__call__", "__enter__", "__exit__"}  # special methods an answer's class may define
 MUTATORS = {"update", "append", "extend", "insert", "pop", "popitem", "clear", "remove", "setdefault", "add",
@@ -114,6 +124,8 @@ PYTHON_FILES = (".py", ".pyc", ".pyw", ".ipy", ".pth")
 STARTUP = ("/startup", "startup/", "site-packages", "dist-packages", "sitecustomize", "usercustomize", ".ipython",
            "profile_default", "ipython_config", "ipython_kernel_config", ".jupyter", "jupyter_", "kernel.json",
            "pythonstartup", "ipythondir", "pythonpath", "pythonuserbase", "pythonhome")
+# The process's own memory and the machine's devices, as files (``/proc/self/mem``): writing there rewrites code.
+SYSTEM = ("/proc", "/dev/", "/sys/")
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -249,6 +261,20 @@ def _base_allowed(cls):
     return any(cls is b for b in map(_resolve, BASES)) or isinstance(cls, type) and (
         cls is object or issubclass(cls, BaseException) or
         any(isinstance(b, type) and issubclass(cls, b) for b in map(_resolve, BASES)))
+
+
+@functools.cache
+def _read_methods():
+    """What an answer may call on the lesson's objects: methods that only read (a tensor's, a module's, a container's)."""
+    import torch
+
+    tensor = {n for n in dir(torch.Tensor) if not n.startswith("_") and not n.endswith("_")} - {
+        "backward", "retain_grad", "resize", "resize_as", "record_stream", "register_hook",
+        "register_post_accumulate_grad_hook", "storage", "untyped_storage", "numpy", "share_memory"}
+    module = {"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
+              "named_modules", "state_dict", "get_submodule", "get_parameter", "get_buffer", "extra_repr", "forward"}
+    container = {"keys", "values", "items", "get", "copy", "index", "count"} | {n for n in dir(str) if n[0] != "_"}
+    return frozenset((tensor | module | container) - MUTATORS)
 
 
 def _imported(node):
@@ -489,12 +515,45 @@ def scan(source, before=(), after=(), answered=()):
         """Whether setting ``attr`` on the object ``obj`` changes only what the answer made itself:
         ``self`` in a method of its class, or an object of its class it made."""
         root, attrs = _chain(obj)
-        if root is None or lesson(root) or root.id in typed or "__class__" in attrs:
+        if root is None or lesson(root) or derived(obj) or root.id in typed or "__class__" in attrs:
             return False
-        scope = parents.get(root)
-        while scope is not None and not isinstance(scope, SCOPES):
-            scope = parents.get(scope)
-        return attr in TENSOR_FIELDS or (not attrs and (selves.get(scope) == root.id or root.id in made))
+        return attr in TENSOR_FIELDS or (not attrs and (selves.get(scope_of(root)) == root.id or root.id in made))
+
+    def scope_of(node):
+        """The function, lambda or comprehension a node runs in (None: the cell itself)."""
+        node = parents.get(node)
+        while node is not None and not isinstance(node, SCOPES):
+            node = parents.get(node)
+        return node
+
+    def derived(node):
+        """The lesson's name an expression's value may be, or be part of (``model.weight.view(-1)``,
+        ``next(model.parameters())``, ``torch.default_generator``), else None. A module's function or
+        class called makes a new object; so does calling the lesson's object itself (``model(x)``)."""
+        if isinstance(node, ast.Name):
+            if (scope_of(node), node.id) in aliases:
+                return node
+            return node if node.id in objects and lesson(node) and not module_of(node, []) else None
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            root, attrs = _chain(node)
+            if module_of(root, attrs):
+                return None
+            module = module_of(root, attrs[:-1])
+            if module:  # a module's own object: its state (``torch.default_generator``), not a class or a function
+                value = _resolve(f"{module}.{attrs[-1]}")
+                return None if callable(value) or isinstance(value, IMMUTABLE) else root
+            return derived(node.value)
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and not module_of(*_chain(node.func.value)):
+                return derived(node.func.value)  # a method of the object: it may return a view of it
+            if _callee(node) in ALIASING:  # ``next(model.parameters())``, ``np.asarray(batch)``
+                return next(filter(None, map(derived, node.args)), None)
+            return None
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return next(filter(None, map(derived, node.elts)), None)
+        if isinstance(node, (ast.Starred, ast.NamedExpr)):
+            return derived(node.value)
+        return None
 
     def walk(module, attrs, node):
         """Follow ``attrs`` from the module named ``module``, flagging the first step an answer may not take."""
@@ -508,6 +567,7 @@ def scan(source, before=(), after=(), answered=()):
                 return flag(node, reason)
 
     # Names bound to values reached from the lesson's objects are held too: ``a = torch.nn`` then ``a.x = 1``.
+    aliases, bound, objects = set(), [], set(held)
     for node in ast.walk(tree):
         pairs = []
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
@@ -520,6 +580,15 @@ def scan(source, before=(), after=(), answered=()):
             if any(isinstance(n, ast.Name) and lesson(n) and not called(n) for n in ast.walk(value)):
                 module = module_of(*_chain(value))
                 held.update((n.id, module) for n in ast.walk(target) if isinstance(n, ast.Name))
+            bound.append((target, value))
+    # Names bound to what may be part of the lesson's objects, in the scope they are bound in:
+    # ``p = next(model.parameters())`` in a function, then ``p.data = ...``. Repeated until nothing is added.
+    while True:
+        before = len(aliases)
+        aliases.update((scope_of(n), n.id) for target, value in bound if derived(value)
+                       for n in ast.walk(target) if isinstance(n, ast.Name))
+        if len(aliases) == before:
+            break
 
     for n, line in enumerate(source.splitlines(), 1):
         if line.lstrip().startswith(("%", "!")):
@@ -603,6 +672,8 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"uses the special attribute {node.attr}")
             if INTERPRETER.fullmatch(node.attr):
                 flag(node, f"reaches the interpreter's frames or code ({node.attr})")
+            if node.attr == "seek":  # a file written anywhere but at its start: the process's memory, through /proc
+                flag(node, f"moves a file's position ({ast.unparse(node)[:60]}), which answers never need")
             if node.attr in RUNS:
                 flag(node, f"runs code, reaches IPython or keeps a context on after the cell ({node.attr})")
             if node.attr.startswith("_") and not node.attr.startswith("__") and not own(node.value, node.attr):
@@ -654,14 +725,17 @@ def scan(source, before=(), after=(), answered=()):
             lowered = text.strip().lower()
             if lowered.endswith(PYTHON_FILES) or any(place in lowered for place in STARTUP):
                 flag(node, f"names a Python file or a start-up place ({text.strip()[:60]})")
+            if lowered.startswith(SYSTEM) or any("/" + place.strip("/") + "/" in lowered for place in SYSTEM):
+                flag(node, f"names the process's memory or the machine's devices ({text.strip()[:60]})")
 
         # Changes to what the lesson holds: assignments, deletions, setattr and in-place methods.
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             for target in getattr(node, "targets", [getattr(node, "target", None)]):
                 root, attrs = _chain(target)
-                if isinstance(target, (ast.Attribute, ast.Subscript)) and lesson(root):
-                    flag(target, f"changes {'.'.join([root.id, *attrs])}, which the notebook "
-                                 f"{'imported' if root.id in imports else 'uses'}")
+                if isinstance(target, (ast.Attribute, ast.Subscript)) and (lesson(root) or derived(target.value)):
+                    what = ".".join([root.id, *attrs]) if root is not None else ast.unparse(target)[:60]
+                    flag(target, f"changes {what}, which the notebook "
+                                 f"{'imported' if root is not None and root.id in imports else 'uses'}")
                 elif isinstance(target, ast.Attribute) and not own(target.value, target.attr):
                     flag(target, f"sets {target.attr} on an object it did not make ({ast.unparse(target)[:60]})")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
@@ -689,13 +763,20 @@ def scan(source, before=(), after=(), answered=()):
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
                 len(node.args) + len(node.keywords) > 1:
             flag(node, "builds a class at run time (type with three arguments)")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                node.func.attr in MUTATORS or re.fullmatch(r"[a-z]\w*[a-z0-9]_", node.func.attr)):  # ``x.set_(...)``
-            root, attrs = _chain(node.func.value)  # not a module's function: ``np.append``, ``torch.add``
-            if lesson(root) and not module_of(root, attrs) and \
-                    (attrs or isinstance(node.func.value, ast.Subscript) or root.id in protected):
-                what = ".".join([root.id, *attrs])
-                flag(node, f"changes {what} in place ({node.func.attr}), which the lesson uses")
+        # The lesson's objects, read, never changed: only reading methods of them, and nothing that writes into them.
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr not in _read_methods() and derived(node.func.value):  # ``model.load_state_dict(...)``
+            flag(node, f"calls {node.func.attr} on {ast.unparse(node.func.value)[:60]}, which the lesson holds: "
+                       "answers read the lesson's objects, never change them")
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Attribute) and module_of(*_chain(node.func.value))
+                                           or isinstance(node.func, ast.Name) and lesson(node.func)):
+            name = (held[node.func.id] or "") if isinstance(node.func, ast.Name) else node.func.attr
+            given = [*node.args, *(k.value for k in node.keywords if k.arg not in ("out", "inplace"))]
+            if re.fullmatch(IN_PLACE, name.rsplit(".")[-1]) and any(map(derived, given)):  # ``nn.init.zeros_(w)``
+                flag(node, f"changes what it is given in place ({ast.unparse(node)[:60]}), which the lesson holds")
+        if isinstance(node, ast.Call) and any(k.arg == "out" and derived(k.value) or k.arg == "inplace" and any(
+                map(derived, node.args)) for k in node.keywords):
+            flag(node, f"writes its result into the lesson's objects ({ast.unparse(node)[:60]})")
     return [f"line {line}: {reason}" for line, reason in sorted(found)]
 
 

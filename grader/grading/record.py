@@ -35,13 +35,26 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 class Forward:
     """One module forward call."""
 
-    module: str  # the module's class name, e.g. "DistributedDataParallel"
+    module: str  # the module's class name, e.g. "DistributedDataParallel" (see :func:`class_name`)
     depth: int  # 0: called by your code; 1: inside another module's forward; ...
     rows: int | None  # dim 0 of the first tensor argument (the batch), None without one
     input: torch.Tensor | None = None  # a CPU copy of that tensor, when recorded
     sharded: bool = False  # its parameters are DTensors when called (FSDP2, tensor parallel)
     grad_sync: bool | None = None  # DDP only: will the coming backward all-reduce? (False inside no_sync)
     time: float = 0.0  # time.perf_counter() when it was called
+
+
+def class_name(obj):
+    """The name of an object's class: torch's by their short name, any other with the module that
+    defined it, so that a class of the learner's own never passes for torch's.
+
+    >>> class DataParallel(torch.nn.Module):
+    ...     pass
+    >>> class_name(torch.nn.Linear(2, 2)), class_name(DataParallel())
+    ('Linear', 'grader.grading.record.DataParallel')
+    """
+    cls = type(obj)
+    return cls.__name__ if cls.__module__.split(".")[0] == "torch" else f"{cls.__module__}.{cls.__qualname__}"
 
 
 @contextlib.contextmanager
@@ -67,7 +80,7 @@ def forwards(inputs=False):
         copy = first.detach().cpu().clone() if inputs and first is not None else None
         sharded = any(isinstance(p, DTensor) for p in module.parameters())
         sync = getattr(module, "require_backward_grad_sync", None)  # DDP's flag, which no_sync clears
-        seen.append(Forward(type(module).__name__, depth[0], rows, copy, sharded, sync, time.perf_counter()))
+        seen.append(Forward(class_name(module), depth[0], rows, copy, sharded, sync, time.perf_counter()))
         depth[0] += 1
 
     def after(module, args, output):

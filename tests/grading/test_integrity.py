@@ -209,7 +209,39 @@ CHEATS = {
         "import warnings\n\n\ndef add(rules, x):\n    rules.insert(0, x)\n\n\nadd(warnings.filters, ('error', None, Warning, None, 0))",
         "import os\n\n\ndef put(env, key, value):\n    env[key] = value\n\n\nput(os.environ, 'X', '1')",
     ],
+    # Round 7: the process's memory written (a function's code pointer swapped for a do-nothing's),
+    # and the lesson's objects (``c`` and ``d``, which a later cell's timing multiplies) changed
+    # through what a call hands back, a library function or a name bound to them.
+    "the process's memory, the lesson's objects changed through a call or a name": [
+        "import numpy as np\ncell = torch.zeros(1, dtype=torch.int64)\nword = np.asarray(cell)\n"
+        "np.lib.stride_tricks.as_strided(word, shape=(2,), strides=(id(checks.check_close) - cell.data_ptr(),))[1] = 0",
+        "from numpy.lib.stride_tricks import as_strided",
+        "with open('/proc/self/mem', 'r+b', buffering=0) as memory:\n    memory.write(b'0')",
+        "where = chr(47).join(['', 'pro' + 'c', 'self', 'mem'])\nwith open(where, 'wb', buffering=0) as f:\n"
+        "    f.seek(id(checks.check_close) + 48)\n    f.write(bytes(8))",
+        "next(iter([c])).zero_()",
+        "c.detach().fill_(0)",
+        "torch.nn.init.zeros_(c)",
+        "from torch.nn.init import ones_\nones_(d)",
+        "torch.mul(d, 0, out=d)",
+        "x = c\nx.fill_(1)",
+        "def wipe():\n    for t in (c, d):\n        t.data.zero_()\n\n\nwipe()",
+        "import numpy as np\nnp.copyto(np.asarray(c), 0)",
+        "torch.nn.functional.relu(d, inplace=True)",
+        "first = list(torch.nn.Linear(2, 2).parameters()) + [c]\nfirst[-1].data = torch.zeros(1)",
+        "import random\nrandom.shuffle(c)",
+        "torch.nn.utils.vector_to_parameters(torch.zeros(c.numel()), [c])",
+    ],
 }
+# What an answer may do with the lesson's objects and its own, in challenge 2's answer: read the first, change the second.
+OWN = [
+    "mine = torch.zeros(3)\nmine.add_(1)",
+    "out = nn.Linear(768, 2)(c)\nout.add_(1)",
+    "v = torch.nn.utils.parameters_to_vector([c, d]).clone()\nv.mul_(2)",
+    "total = sum(t.numel() for t in (c, d)) + c.detach().abs().sum().item()",
+    "def train(model):\n    for p in model.parameters():\n        p.grad = None\n        p.data.mul_(0.5)",
+    "net = nn.Linear(2, 2)\ntorch.nn.init.zeros_(net.weight)\nfor p in net.parameters():\n    p.requires_grad_(False)",
+]
 # The kinds of tampering the first integrity check caught, each at the top of challenge 2's
 # answer with every answer right: each now sends the tests after it to manual grading.
 TAMPERING = {
@@ -436,6 +468,8 @@ def test_the_scan_flags_every_cheat_and_no_right_answer():
     for name, (code, reason) in TAMPERING.items():
         found = findings(LESSON, {"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]})["c2_to_device"]
         assert any(reason in finding for finding in found), (name, found)
+    for code in OWN:
+        assert findings(LESSON, {"c2_to_device": code + "\n\n" + SOLUTIONS["c2_to_device"]}) == {"c2_to_device": []}, code
     for lesson in LESSONS:  # every lesson's solutions, each read where it stands in its notebook
         assert not any(answer_findings(nbformat.read(lesson_notebook("source", lesson), 4)).values()), lesson
     for (lesson, gid, *_), code in VARIANTS.items():
@@ -566,6 +600,9 @@ KINDS = {
     # The checks module's functions replaced by functools, through a module reached from the toolkit.
     "copies_onto_a_module": {"c1_speedup": CHEATS["a module reached through a value, attributes copied onto it"][1]
                              + "\n\n" + WRONG["c1_speedup"]},
+    # The tensors a later timing multiplies, zeroed by a library function.
+    "changes_the_lessons_tensors": {"c1_speedup": "torch.nn.init.zeros_(c)\ntorch.nn.init.zeros_(d)\n\n\n"
+                                    + WRONG["c1_speedup"]},
     "equals_everything": {"c1_speedup": ANYTHING + WRONG["c1_speedup"],
                           "c2_to_device": "def to_device(batch, device):\n    return Anything()\n",
                           "c3_gpus_needed": "def gpus_needed(n_params, gpu_gb, bytes_per_param=16):\n    return Anything()\n"},

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from browser import ARTIFACTS, REPO, browser_page, notebook, plain, run_all, start_lab
+from browser import ARTIFACTS, REPO, browser_page, notebook, open_notebook, plain, start_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 LESSON = "01_data_parallel"
@@ -23,15 +23,13 @@ def lab(tmp_path_factory):
 def test_student_flips_a_card_and_answers_a_question(lab):
     from playwright.sync_api import expect
 
-    url, token, progress = lab
     expect.set_options(timeout=90_000)  # the lesson runs its measurements before the widgets
     deck = json.loads((REPO / "grader/content/cards/data_parallel.json").read_text())["cards"]
     question = json.loads((REPO / "grader/content/quiz/data_parallel.json").read_text())["questions"][0]
 
     with browser_page() as page:
-        page.goto(f"{url}/lab/tree/release/{LESSON}/{LESSON}.ipynb?token={token}")
         # Run All stops at the first unsolved challenge, after the review widgets.
-        run_all(page)
+        open_notebook(page, lab, f"release/{LESSON}/{LESSON}.ipynb")
 
         face = page.locator(".card-face").first
         expect(face).to_contain_text(plain(deck[0]["front"]))
@@ -66,13 +64,12 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     from grader.content import load
     from grader.study.progress import Progress
 
-    url, token, progress = lab
+    progress = lab[2]
     expect.set_options(timeout=30_000)
     deck, timed, prompt = load("cards", "ddp"), load("timed", "ddp"), load("explain", "ddp")[0]
 
     with browser_page() as page:
-        page.goto(f"{url}/lab/tree/study.ipynb?reset&token={token}")  # only this notebook open
-        run_all(page)
+        open_notebook(page, lab, "study.ipynb")  # only this notebook open
 
         # A card: space flips it, key 3 rates it Good and the next card comes up.
         face = page.locator(".card-face").first

@@ -2,7 +2,7 @@
 
 import pytest
 
-from browser import ARTIFACTS, browser_page, notebook, plain, run_all, start_lab
+from browser import ARTIFACTS, browser_page, notebook, open_notebook, plain, start_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CARDS = notebook("from grader.study import show_cards", 'show_cards("ddp")', "")
@@ -18,12 +18,10 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
 
     from grader.content import load
 
-    url, token, _ = lab
     expect.set_options(timeout=30_000)
     deck = load("cards", "ddp")
     with browser_page() as page:
-        page.goto(f"{url}/lab/tree/cards.ipynb?reset&token={token}")
-        run_all(page)
+        open_notebook(page, lab, "cards.ipynb")
         face, counter = page.locator(".card-face").first, page.locator(".card-counter").first
         expect(face).to_contain_text(plain(deck[0]["front"]))
 

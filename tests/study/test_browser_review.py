@@ -2,7 +2,7 @@
 
 import pytest
 
-from browser import ARTIFACTS, browser_page, notebook, plain, run_all, start_lab
+from browser import ARTIFACTS, browser_page, notebook, open_notebook, plain, start_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 REVIEW = notebook("from grader.study import review_due, show_timed",
@@ -21,12 +21,11 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
     from grader.content import load
     from grader.study.progress import Progress
 
-    url, token, progress = lab
+    progress = lab[2]
     expect.set_options(timeout=30_000)
     deck, timed = load("cards", "data_parallel"), load("timed", "ddp")
     with browser_page() as page:
-        page.goto(f"{url}/lab/tree/review.ipynb?reset&token={token}")
-        run_all(page)
+        open_notebook(page, lab, "review.ipynb")
         face, counter = page.locator(".card-face").first, page.locator(".card-counter").first
         expect(page.get_by_text("Today's review: 0 due, 3 new")).to_be_visible()
         expect(counter).to_contain_text("3 left today")
