@@ -13,6 +13,7 @@ for the reference to reach its bar is told apart from a learner's answer that mi
 
 :func:`decide` applies that rule to any :class:`Verdict`; :func:`near` makes one for a timing;
 :func:`among` one for a value the learner measured once, beside the same value measured again;
+:func:`efficiency_missed` one for a sweep where no batch reached its target;
 :func:`grade_ddp_speedup` makes one for a DDP speedup, with the bars of
 ``grader/content/thresholds.json``.
 """
@@ -136,6 +137,24 @@ def reference_per_rank_batch(ranks):
     2048
     """
     return _ddp_rule(ranks)["reference_per_rank_batch"]
+
+
+def efficiency_missed(batches, target, ranks=2, steps=3):
+    """Why no batch of a learner's sweep reached ``target`` efficiency: their batches and the
+    reference batch measured again, in turn in the same fresh processes. The verdict never
+    passes (there is no batch to grade); it is busy, the machine's doing and not the sweep's, when
+    a batch of theirs reaches the target now or the reference misses it too.
+
+    >>> v = efficiency_missed([8], 1.5, steps=1)   # 150 %: out of reach of the reference too
+    >>> v.passed, v.busy, str(v).startswith("no batch of yours reached 150%; measured again, your best")
+    (False, True, True)
+    """
+    reference = reference_per_rank_batch(ranks)
+    *mine, theirs = scaling.ddp_speedups([*batches, reference], ranks=ranks, steps=steps)
+    best, reached = max(mine) / ranks, theirs / ranks
+    return Verdict(False, best >= target or reached < target,
+                   f"no batch of yours reached {target:.0%}; measured again, your best {best:.0%}, "
+                   f"the reference batch {reference} {reached:.0%}")
 
 
 @dataclass

@@ -258,14 +258,16 @@ def _through_class(cls, attr):
 
 def _base_allowed(cls):
     """Whether an answer's class may build on the library class ``cls`` (``BASES``, exceptions, ``object``)."""
-    return any(cls is b for b in map(_resolve, BASES)) or isinstance(cls, type) and (
+    bases = [_resolve(base) for base in BASES]  # typing.NamedTuple is a function, named as a base
+    return any(cls is b for b in bases) or isinstance(cls, type) and (
         cls is object or issubclass(cls, BaseException) or
-        any(isinstance(b, type) and issubclass(cls, b) for b in map(_resolve, BASES)))
+        any(isinstance(b, type) and issubclass(cls, b) for b in bases))
 
 
 @functools.cache
 def _read_methods():
-    """What an answer may call on the lesson's objects: methods that only read (a tensor's, a module's, a container's)."""
+    """What an answer may call on the lesson's objects: the methods that only read, a tensor's, a module's
+    or a container's."""
     import torch
 
     tensor = {n for n in dir(torch.Tensor) if not n.startswith("_") and not n.endswith("_")} - {
@@ -584,10 +586,10 @@ def scan(source, before=(), after=(), answered=()):
     # Names bound to what may be part of the lesson's objects, in the scope they are bound in:
     # ``p = next(model.parameters())`` in a function, then ``p.data = ...``. Repeated until nothing is added.
     while True:
-        before = len(aliases)
+        known = len(aliases)
         aliases.update((scope_of(n), n.id) for target, value in bound if derived(value)
                        for n in ast.walk(target) if isinstance(n, ast.Name))
-        if len(aliases) == before:
+        if len(aliases) == known:
             break
 
     for n, line in enumerate(source.splitlines(), 1):
