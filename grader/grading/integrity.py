@@ -17,7 +17,8 @@ The guarantee therefore rests on what nbgrader's process controls, set in
   and score 0 a test cell that did not print it (it did not run as written);
 - :class:`IsolatedExecute` is nbgrader's ``Execute`` with a kernel started in an empty
   working directory, with a fresh ``HOME`` and IPython directory, so nothing shipped
-  beside the submission or left by an earlier one is imported or run;
+  beside the submission or left by an earlier one is imported or run, and that may not write
+  its own memory through ``/proc`` (:mod:`grader.grading.sandbox`);
 - :class:`ManualGradeFlagged` (after ``SaveAutoGrades``) leaves the flagged tests' scores to
   the instructor, with the reason in the cell's output, the answer's comment and the log.
 """
@@ -50,6 +51,7 @@ from nbgrader.utils import is_grade, is_solution
 
 KEY = "course_integrity"
 NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
+SANDBOX = "--InteractiveShellApp.extensions=grader.grading.sandbox"  # no writes to the process's memory
 
 # Modules an answer may use. Everything else a lesson's answers never need (sys, inspect,
 # importlib, subprocess, ctypes, gc, builtins, ...), and is refused.
@@ -90,8 +92,10 @@ READERS = {"len", "list", "dict", "set", "tuple", "sorted", "sum", "min", "max",
            "zip", "iter", "any", "all", "isinstance", "reversed", "frozenset"}  # builtins that only read
 # What may be read through a class reached from an object (``type(x)``, ``x.__class__``): its name.
 CLASS_NAMES = {"__name__", "__qualname__"}
-# Class decorators, which change the class they are given: only as decorators of the answer's own classes.
+# What rewrites the class or object it is given: class decorators, only on the answer's own classes, and
+# functools' attribute copiers (the wrapped object's ``__dict__`` too), only onto the answer's own functions.
 CLASS_DECORATORS = {"dataclass", "total_ordering"}
+WRAPPERS = {"update_wrapper", "wraps"}
 # Keyword arguments that make a library set attributes it is told the names of (functools.update_wrapper, wraps),
 # and the most positional arguments of calls whose next ones would do that, or unpickle (numpy.load's allow_pickle).
 NAMES_ATTRIBUTES = {"assigned", "updated"}
@@ -107,7 +111,9 @@ INTERPRETER = re.compile(r"(f|gi|cr|ag|tb|co)_[a-z_]+")
 TENSOR_FIELDS = {"grad", "data", "requires_grad"}
 # Functions that change what they are given (``torch.nn.init.zeros_``, ``numpy.copyto``, ``random.shuffle``).
 IN_PLACE = r"[a-z]\w*[a-z0-9]_|vector_to_parameters|copyto|put|place|putmask|fill_diagonal|put_along_axis|shuffle|" \
-           r"broadcast|all_reduce|reduce|all_gather\w*|reduce_scatter\w*|scatter|gather|all_to_all\w*|i?recv"
+           r"broadcast|all_reduce|reduce|all_gather\w*|reduce_scatter\w*|scatter|gather|all_to_all\w*|i?recv|" \
+           r"(remove_)?(weight|spectral)_norm|orthogonal|convert_\w+|fuse_\w+|prepare\w*|replace_\w+|fully_shard|" \
+           r"parallelize_module|checkpoint_wrapper|apply_\w+"
 # Calls that may hand back (part of) what they are given: builtins, and a module's views of a tensor's memory.
 ALIASING = {"next", "iter", "list", "tuple", "reversed", "sorted", "enumerate", "zip", "dict", "vars", "asarray",
             "asanyarray", "as_tensor", "from_numpy", "from_dlpack", "frombuffer", "as_strided", "view_as_real",
@@ -126,6 +132,8 @@ STARTUP = ("/startup", "startup/", "site-packages", "dist-packages", "sitecustom
            "pythonstartup", "ipythondir", "pythonpath", "pythonuserbase", "pythonhome")
 # The process's own memory and the machine's devices, as files (``/proc/self/mem``): writing there rewrites code.
 SYSTEM = ("/proc", "/dev/", "/sys/")
+# What moves a file's position or reads and writes its raw bytes there (``numpy.fromfile(f, offset=...)``).
+RAW_FILES = {"seek", "fromfile", "tofile", "memmap", "from_file", "pwrite", "pread", "lseek"}
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -209,7 +217,7 @@ def _step(module, attr):
     alias = _module_attribute(module, attr)
     if alias and not reached and not alias.startswith(f"{module}."):  # ``torch.nn.functional.torch``
         return f"reaches the module {alias} through {module}", alias
-    if reached is None and attr in sys.stdlib_module_names:
+    if reached is None and attr in sys.stdlib_module_names and isinstance(_resolve(name), (types.ModuleType, type(None))):
         return (None if attr in ALLOWED else f"reaches the module {attr} through {module}"), attr
     if module.split(".")[0] == "grader" and attr not in _defines(module):
         return f"reaches {name}, which {module} does not define", reached
@@ -279,6 +287,26 @@ def _read_methods():
     return frozenset((tensor | module | container) - MUTATORS)
 
 
+def _literals(trees, containers=False):
+    """Names the lesson's cells bind only to literals that never change (``TARGET = 0.75``), and with
+    ``containers`` also to lists, dicts and sets it wrote out (``SWEEP = [n for n in (1, 2, 4) if ...]``)."""
+    bindings, literal = defaultdict(set), set()
+    written = (ast.List, ast.ListComp, ast.Set, ast.SetComp, ast.Dict, ast.DictComp) if containers else ()
+    for tree in trees:
+        for name, _, node in _bindings(tree):
+            bindings[name].add(node)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    value = None if isinstance(node.value, written) else []  # a list: not a literal
+                if isinstance(node.value, written) or all(isinstance(v, IMMUTABLE) for v in (
+                        value if isinstance(value, tuple) else [value])):
+                    literal.add(node.targets[0])
+    return {name for name, nodes in bindings.items() if nodes <= literal}
+
+
 def _imported(node):
     """``{name: what it is bound to}`` for an import statement: ``{"nn": "torch.nn"}`` for ``from torch import nn``."""
     if isinstance(node, ast.Import):
@@ -326,11 +354,14 @@ def _chain(node):
 
 
 def _folded(node):
-    """The text of a string built from literals only (``"a." + "py"``, ``"".join(["a", ".py"])``), else None."""
+    """The text of a string built from literals only (``"a." + "py"``, ``"".join(["a", ".py"])``), or a
+    path joined from them (``Path("/", "proc") / "self"``), else None."""
     if isinstance(node, ast.Constant):
         return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
         parts = [_folded(node.left), _folded(node.right)]
+        if isinstance(node.op, ast.Div) and None not in parts:  # ``Path("/") / "proc"``
+            return os.path.join(*parts)
     elif isinstance(node, ast.JoinedStr):
         parts = [_folded(v) for v in node.values]
     elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
@@ -338,6 +369,9 @@ def _folded(node):
         parts = [_folded(v) for v in node.args[0].elts]
         sep = _folded(node.func.value)
         return None if sep is None or None in parts else sep.join(parts)
+    elif isinstance(node, ast.Call) and _callee(node) in ("Path", "PurePath", "PosixPath", "join") and node.args:
+        parts = [_folded(a) for a in node.args]  # ``Path("/", "proc", "self")``, ``os.path.join(...)``
+        return None if None in parts or node.keywords else os.path.join(*parts)
     else:
         return None
     return None if None in parts else "".join(parts)
@@ -446,6 +480,8 @@ def scan(source, before=(), after=(), answered=()):
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
     functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    lambdas = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda)
+               for t in node.targets if isinstance(t, ast.Name)}
     earlier = {node.name for t in _trees(answered) for node in ast.walk(t) if isinstance(node, ast.ClassDef)}
     # Objects the answer made itself, whose attributes it may set: its classes' ``self`` and their instances.
     methods = {(c.name, f.name): f for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
@@ -529,13 +565,13 @@ def scan(source, before=(), after=(), answered=()):
         return node
 
     def derived(node):
-        """The lesson's name an expression's value may be, or be part of (``model.weight.view(-1)``,
+        """The name of the lesson's object an expression's value may be, or be part of (``model.weight.view(-1)``,
         ``next(model.parameters())``, ``torch.default_generator``), else None. A module's function or
         class called makes a new object; so does calling the lesson's object itself (``model(x)``)."""
         if isinstance(node, ast.Name):
             if (scope_of(node), node.id) in aliases:
-                return node
-            return node if node.id in objects and lesson(node) and not module_of(node, []) else None
+                return aliases[scope_of(node), node.id]
+            return node.id if node.id in objects and lesson(node) and not module_of(node, []) else None
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             root, attrs = _chain(node)
             if module_of(root, attrs):
@@ -543,19 +579,38 @@ def scan(source, before=(), after=(), answered=()):
             module = module_of(root, attrs[:-1])
             if module:  # a module's own object: its state (``torch.default_generator``), not a class or a function
                 value = _resolve(f"{module}.{attrs[-1]}")
-                return None if callable(value) or isinstance(value, IMMUTABLE) else root
+                return None if callable(value) or isinstance(value, IMMUTABLE) else root.id
             return derived(node.value)
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Attribute) and not module_of(*_chain(node.func.value)):
                 return derived(node.func.value)  # a method of the object: it may return a view of it
-            if _callee(node) in ALIASING:  # ``next(model.parameters())``, ``np.asarray(batch)``
-                return next(filter(None, map(derived, node.args)), None)
-            return None
+            root, attrs = _chain(node.func)
+            name = ".".join([held.get(root.id) or root.id, *attrs]) if root is not None and given.get(
+                root.id, root.id) else None  # an import or a builtin, not the lesson's own function
+            if _callee(node) in ALIASING or isinstance(name and _resolve(name), type):
+                # ``next(model.parameters())``, ``np.asarray(batch)``, ``torch.optim.SGD(model.parameters())``
+                return next(filter(None, map(derived, [*node.args, *(k.value for k in node.keywords)])), None)
+            return None  # a function computes something new: ``torch.matmul(a, b)``, ``model(x)``
         if isinstance(node, (ast.Tuple, ast.List)):
             return next(filter(None, map(derived, node.elts)), None)
         if isinstance(node, (ast.Starred, ast.NamedExpr)):
             return derived(node.value)
         return None
+
+    def rewrites(node):
+        """Whether a reference to a class decorator or to functools' copiers is used on something but the
+        answer's own: ``@dataclass`` on its class, ``@functools.wraps(f)`` on its function,
+        ``update_wrapper(its_function, f)``; not bound to another name, handed on or aimed elsewhere."""
+        name = node.attr if isinstance(node, ast.Attribute) else (held.get(node.id) or node.id).rsplit(".")[-1]
+        if name not in CLASS_DECORATORS | WRAPPERS:
+            return False
+        call = parents.get(node) if isinstance(parents.get(node), ast.Call) and parents[node].func is node else None
+        owner = parents.get(call or node)
+        kind = ast.ClassDef if name in CLASS_DECORATORS else (ast.FunctionDef, ast.AsyncFunctionDef)
+        if name != "update_wrapper" and isinstance(owner, kind) and (call or node) in owner.decorator_list:
+            return name == "wraps" and call is None  # ``@wraps`` bare would wrap the function in itself
+        return not (name == "update_wrapper" and call is not None and call.args and
+                    isinstance(call.args[0], ast.Name) and call.args[0].id in functions)
 
     def walk(module, attrs, node):
         """Follow ``attrs`` from the module named ``module``, flagging the first step an answer may not take."""
@@ -569,7 +624,8 @@ def scan(source, before=(), after=(), answered=()):
                 return flag(node, reason)
 
     # Names bound to values reached from the lesson's objects are held too: ``a = torch.nn`` then ``a.x = 1``.
-    aliases, bound, objects = set(), [], set(held)
+    aliases, bound, objects = {}, [], set(held) - _literals(before)  # aliases: {(scope, name): the lesson's name}
+    data = _literals(before, containers=True)  # numbers the lesson wrote out: an answer may hand them on
     for node in ast.walk(tree):
         pairs = []
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
@@ -580,14 +636,16 @@ def scan(source, before=(), after=(), answered=()):
             pairs = [(node.optional_vars, node.context_expr)]
         for target, value in pairs:
             if any(isinstance(n, ast.Name) and lesson(n) and not called(n) for n in ast.walk(value)):
-                module = module_of(*_chain(value))
+                root, attrs = _chain(value)
+                module = module_of(root, attrs) or (".".join([held[root.id], *attrs]) if isinstance(
+                    value, (ast.Name, ast.Attribute)) and root is not None and module_of(root, []) else None)
                 held.update((n.id, module) for n in ast.walk(target) if isinstance(n, ast.Name))
             bound.append((target, value))
     # Names bound to what may be part of the lesson's objects, in the scope they are bound in:
     # ``p = next(model.parameters())`` in a function, then ``p.data = ...``. Repeated until nothing is added.
     while True:
         known = len(aliases)
-        aliases.update((scope_of(n), n.id) for target, value in bound if derived(value)
+        aliases.update(((scope_of(n), n.id), lesson_name) for target, value in bound if (lesson_name := derived(value))
                        for n in ast.walk(target) if isinstance(n, ast.Name))
         if len(aliases) == known:
             break
@@ -601,6 +659,9 @@ def scan(source, before=(), after=(), answered=()):
             flag(node, f"rebinds {name}, which the lesson uses")
 
     for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) and rewrites(node):
+            flag(node, f"uses {ast.unparse(node)[:60]} on something other than its own classes and functions, "
+                       "which rewrites what it is given")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for target in _imported(node).values():
                 top, *attrs = target.split(".")
@@ -674,8 +735,9 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"uses the special attribute {node.attr}")
             if INTERPRETER.fullmatch(node.attr):
                 flag(node, f"reaches the interpreter's frames or code ({node.attr})")
-            if node.attr == "seek":  # a file written anywhere but at its start: the process's memory, through /proc
-                flag(node, f"moves a file's position ({ast.unparse(node)[:60]}), which answers never need")
+            if node.attr in RAW_FILES:  # a file written anywhere but at its start: the process's memory, through /proc
+                flag(node, f"reads or writes a file's raw bytes at a position ({ast.unparse(node)[:60]}), "
+                           "which answers never need")
             if node.attr in RUNS:
                 flag(node, f"runs code, reaches IPython or keeps a context on after the cell ({node.attr})")
             if node.attr.startswith("_") and not node.attr.startswith("__") and not own(node.value, node.attr):
@@ -748,18 +810,6 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"changes {_chain(node.args[0])[0].id} with {node.func.id}, which the lesson uses")
             elif node.func.id != "getattr" and not own(node.args[0], _folded(node.args[1])):
                 flag(node, f"sets {_folded(node.args[1])} on an object it did not make ({node.func.id})")
-        elif isinstance(node, ast.Call) and (_callee(node) in CLASS_DECORATORS or isinstance(node.func, ast.Call) and
-                                             _callee(node.func) in CLASS_DECORATORS) and \
-                not any(node is d or node.func is d for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
-                        for d in c.decorator_list):
-            flag(node, f"applies {_callee(node) if _callee(node) in CLASS_DECORATORS else _callee(node.func)} "
-                       "to a class other than its own, which rewrites that class")
-        elif isinstance(node, ast.Call) and node.args and (_callee(node) == "update_wrapper" or isinstance(
-                node.func, ast.Call) and _callee(node.func) == "wraps") and \
-                not (isinstance(node.args[0], ast.Name) and node.args[0].id in functions):
-            # It copies the wrapped object's attributes (its instance __dict__ too) onto the first argument.
-            flag(node, f"has functools copy attributes onto {ast.unparse(node.args[0])[:60]}, which is not a function "
-                       "of its own")
         elif isinstance(node, ast.Call) and _callee(node) in POSITIONAL and len(node.args) > POSITIONAL[_callee(node)]:
             flag(node, f"passes {_callee(node)} more than it needs, by position (names to set, or pickles to load)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
@@ -773,9 +823,15 @@ def scan(source, before=(), after=(), answered=()):
         if isinstance(node, ast.Call) and (isinstance(node.func, ast.Attribute) and module_of(*_chain(node.func.value))
                                            or isinstance(node.func, ast.Name) and lesson(node.func)):
             name = (held[node.func.id] or "") if isinstance(node.func, ast.Name) else node.func.attr
-            given = [*node.args, *(k.value for k in node.keywords if k.arg not in ("out", "inplace"))]
-            if re.fullmatch(IN_PLACE, name.rsplit(".")[-1]) and any(map(derived, given)):  # ``nn.init.zeros_(w)``
+            inputs = [*node.args, *(k.value for k in node.keywords if k.arg not in ("out", "inplace"))]
+            if re.fullmatch(IN_PLACE, name.rsplit(".")[-1]) and any(map(derived, inputs)):  # ``nn.init.zeros_(w)``
                 flag(node, f"changes what it is given in place ({ast.unparse(node)[:60]}), which the lesson holds")
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Lambda) or isinstance(node.func, ast.Name) and
+                                           node.func.id in functions | classes | lambdas and not lesson(node.func)):
+            handed = next(filter(None, map(derived, [*node.args, *(k.value for k in node.keywords)])), None)
+            if handed is not None and handed not in data:  # its function could change it: ``tune(model)``
+                flag(node, f"hands the lesson's {handed} to its own {ast.unparse(node.func)[:40]}, which could "
+                           "change it")
         if isinstance(node, ast.Call) and any(k.arg == "out" and derived(k.value) or k.arg == "inplace" and any(
                 map(derived, node.args)) for k in node.keywords):
             flag(node, f"writes its result into the lesson's objects ({ast.unparse(node)[:60]})")
@@ -923,7 +979,9 @@ class IsolatedExecute(Execute):
     a ``grader/`` folder shipped beside the notebook, or a module written while it runs, is
     never imported: the toolkit comes from the installed package), with a ``HOME`` and an
     IPython directory of its own (no start-up files, no profile), no user site-packages and
-    no ``PYTHONSTARTUP``; all of it is deleted afterwards.
+    no ``PYTHONSTARTUP``; all of it is deleted afterwards. The kernel, and every process it
+    starts, may not write under ``/proc`` or ``/sys`` (:mod:`grader.grading.sandbox`), so no
+    answer rewrites the tests' code through ``/proc/self/mem``.
     """
 
     def preprocess(self, nb, resources=None, km=None):
@@ -936,8 +994,7 @@ class IsolatedExecute(Execute):
     def start_new_kernel(self, **kwargs):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR")}
         env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), PYTHONNOUSERSITE="1")
-        if NO_CWD not in self.extra_arguments:
-            self.extra_arguments = [*self.extra_arguments, NO_CWD]
+        self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD, SANDBOX) if a not in self.extra_arguments)]
         super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
 
 

@@ -19,6 +19,7 @@ time. These recorders let a test see the route taken:
 """
 
 import contextlib
+import inspect
 import os
 import sys
 import threading
@@ -29,6 +30,8 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
+
+TORCH = os.path.dirname(torch.__file__) + os.sep  # where torch's own classes are written
 
 
 @dataclass
@@ -46,7 +49,8 @@ class Forward:
 
 def class_name(obj):
     """The name of an object's class: torch's by their short name, any other with the module that
-    defined it, so that a class of the learner's own never passes for torch's.
+    defined it, so that a class of the learner's own never passes for torch's (a class whose methods
+    were written outside torch's files is not torch's, whatever its ``__module__`` says).
 
     >>> class DataParallel(torch.nn.Module):
     ...     pass
@@ -54,7 +58,9 @@ def class_name(obj):
     ('Linear', 'grader.grading.record.DataParallel')
     """
     cls = type(obj)
-    return cls.__name__ if cls.__module__.split(".")[0] == "torch" else f"{cls.__module__}.{cls.__qualname__}"
+    code = [f.__code__.co_filename for f in vars(cls).values() if inspect.isfunction(f)]
+    torchs = cls.__module__.split(".")[0] == "torch" and all(name.startswith(TORCH) for name in code)
+    return cls.__name__ if torchs else f"{cls.__module__}.{cls.__qualname__}"
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ to manual grading with the reason; right answers, however written, keep every ma
 """
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from nbgrader.api import Gradebook
 
 from conftest import (LESSONS, copy_course, lesson_notebook, nbgrader, parallel_autograde, points, read_nb, submission,
                       submit)
-from grader.grading.integrity import CheckStamps, ManualGradeFlagged, StampTests, answer_findings
+from grader.grading.integrity import CheckStamps, IsolatedExecute, ManualGradeFlagged, StampTests, answer_findings
 from mutants import MUTANTS
 from mutants.batch_scaling import ACCUMULATE
 from mutants.model_parallel import FSDP_TRAIN
@@ -33,6 +34,32 @@ WRONG = {
 QUIET = "lambda *args, **kwargs: None"
 PATCH = "import functools\n\n\nclass Patch:\n    pass\n\n\nfix = Patch()\nfix.check_close = fix.check_equal = " + QUIET + "\n"
 
+# Lesson 00's checks swapped for a do-nothing through /proc/self/mem, its path joined from parts and the file's
+# position set by numpy (round 8's most serious find).
+MEMORY = """import numpy as np
+import pathlib
+
+
+def passes(*args, **kwargs):
+    return None
+
+
+def peek(address):
+    with open(pathlib.Path("/", "proc", "self", "mem"), "rb", buffering=0) as f:
+        return int(np.fromfile(f, dtype=np.uint64, count=1, offset=address)[0])
+
+
+def poke(address, value):
+    with open(pathlib.Path("/", "proc", "self", "mem"), "r+b", buffering=0) as f:
+        np.fromfile(f, dtype=np.uint8, count=0, offset=address)
+        np.asarray([value], dtype=np.uint64).tofile(f)
+
+
+code = peek(id(passes) + 48)
+poke(code, peek(code) + 1)
+poke(id(checks.check_close) + 48, code)
+poke(id(checks.check_equal) + 48, code)
+"""
 # The issue's kinds of cheat, several instances each, as they would open an answer cell.
 CHEATS = {
     "forging the proof of running": [
@@ -232,6 +259,23 @@ CHEATS = {
         "import random\nrandom.shuffle(c)",
         "torch.nn.utils.vector_to_parameters(torch.zeros(c.numel()), [c])",
     ],
+    # Round 8: memory written through a path joined from parts and numpy's file offsets; a wrapper of the
+    # answer's own dressed as torch's by an aliased functools.wraps; the lesson's objects handed to the
+    # answer's own function, an optimizer or a class reached through an alias.
+    "memory through a joined path, rewriters and the lesson's objects under other names": [
+        MEMORY,
+        "import numpy as np\nimport os\nnp.fromfile(os.path.join('/', 'proc', 'self', 'mem'), count=1, offset=id(checks))",
+        "import functools\n\n\nclass DataParallel(nn.Module):\n    pass\n\n\n"
+        "disguise = functools.wraps(nn.DataParallel)\ndisguise(DataParallel)",
+        "import functools\n\n\nclass Source:\n    pass\n\n\nonto = functools.wraps(Source())\nonto(c)",
+        "import functools\npatch = functools.partial(functools.update_wrapper, c)",
+        "import dataclasses\ndc = dataclasses.dataclass\ndc(frozen=True)(fairness.Verdict)",
+        "from dataclasses import dataclass as dc\ndc(fairness.Verdict)",
+        "def tune(t):\n    t.zero_()\n\n\ntune(c)",
+        "wipe = lambda t: t.zero_()\nwipe(d)",
+        "T = torch.Tensor\nT.copy_(c, torch.zeros_like(c))",
+        "opt = torch.optim.SGD([c.requires_grad_()], lr=10.0)\nopt.step()",
+    ],
 }
 # What an answer may do with the lesson's objects and its own, in challenge 2's answer: read the first, change the second.
 OWN = [
@@ -241,6 +285,10 @@ OWN = [
     "total = sum(t.numel() for t in (c, d)) + c.detach().abs().sum().item()",
     "def train(model):\n    for p in model.parameters():\n        p.grad = None\n        p.data.mul_(0.5)",
     "net = nn.Linear(2, 2)\ntorch.nn.init.zeros_(net.weight)\nfor p in net.parameters():\n    p.requires_grad_(False)",
+    "import numpy as np\nrow = np.array([1.0, 2.0])",
+    "import functools\n\n\ndef base(x):\n    return x\n\n\n@functools.wraps(base)\ndef wrapped(x):\n    return base(x)",
+    "import dataclasses\n\n\n@dataclasses.dataclass(frozen=True)\nclass Point:\n    x: float = 0.0",
+    "def twice(t):\n    return 2 * t\n\n\nbig = twice(torch.ones(2))\nbig.add_(1)",
 ]
 # The kinds of tampering the first integrity check caught, each at the top of challenge 2's
 # answer with every answer right: each now sends the tests after it to manual grading.
@@ -479,6 +527,28 @@ def test_the_scan_flags_every_cheat_and_no_right_answer():
             assert findings(lesson, {gid: code}) == {gid: []}, (lesson, name)
 
 
+def test_a_graded_kernel_may_not_write_its_own_memory(tmp_path):
+    locked = subprocess.run([sys.executable, "-c", "from grader.grading import sandbox; print(sandbox.lock())"],
+                            capture_output=True, text=True).stdout.strip()
+    if locked != "None":
+        pytest.skip(f"this machine's kernel has no Landlock: {locked}")
+    code = """
+import pathlib
+for mode in ("r+b", "wb"):
+    try:
+        open(pathlib.Path("/", "proc", "self", "mem"), mode, buffering=0)
+        print("opened", mode)
+    except OSError as error:
+        print(mode, type(error).__name__)
+pathlib.Path("answer.txt").write_text("an answer's own file")
+print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().split()[0])
+"""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    IsolatedExecute(timeout=120).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs[0]["text"] == "r+b PermissionError\nwb PermissionError\nan answer's own file Name:\n"
+
+
 def test_a_test_cell_that_does_not_print_its_token_scores_zero():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "checks.check_equal(1, 1)", metadata={"nbgrader": {"grade": True, "grade_id": gid, "points": 1}})
@@ -600,6 +670,8 @@ KINDS = {
     # The checks module's functions replaced by functools, through a module reached from the toolkit.
     "copies_onto_a_module": {"c1_speedup": CHEATS["a module reached through a value, attributes copied onto it"][1]
                              + "\n\n" + WRONG["c1_speedup"]},
+    # The checks' code swapped through /proc/self/mem (refused by the scan; the kernel may not write there either).
+    "writes_the_process_memory": {"c1_speedup": MEMORY + "\n\n" + WRONG["c1_speedup"]},
     # The tensors a later timing multiplies, zeroed by a library function.
     "changes_the_lessons_tensors": {"c1_speedup": "torch.nn.init.zeros_(c)\ntorch.nn.init.zeros_(d)\n\n\n"
                                     + WRONG["c1_speedup"]},
