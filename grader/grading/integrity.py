@@ -67,7 +67,8 @@ DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", 
         "ctypeslib", "f2py", "distutils", "extbuild", "get_type_hints", "ForwardRef", "make_dataclass", "serialization",
         "format", "npyio", "integrity", "autograde", "fairness", "graph", "ExitStack", "AsyncExitStack",
         "get_device_module", "swap_tensors", "ops", "fx", "use_deterministic_algorithms", "HERE", "as_strided",
-        "stride_tricks", "prune"}
+        "stride_tricks", "prune", "CUDAPluggableAllocator", "XPUPluggableAllocator", "change_current_allocator",
+        "jiterator", "rename_privateuse1_backend", "generate_methods_for_privateuse1_backend", "CompilationUnit"}
 # Settings for every later cell an answer may change: the threads of its own process.
 SETTINGS = {"set_num_threads", "set_num_interop_threads"}
 # Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
@@ -663,14 +664,19 @@ def scan(source, before=(), after=(), answered=()):
             flag(node, f"uses {ast.unparse(node)[:60]} on something other than its own classes and functions, "
                        "which rewrites what it is given")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for target in _imported(node).values():
+            # ``import a.b.c`` runs a.b.c whatever name it binds: the whole path is checked.
+            imported = [a.name for a in node.names] if isinstance(node, ast.Import) else _imported(node).values()
+            for target in imported:
                 top, *attrs = target.split(".")
+                module = ".".join([top, *attrs]) if isinstance(node, ast.Import) else ".".join([top, *attrs[:-1]])
                 if top not in ALLOWED:
                     flag(node, f"imports {top or target}, which answers may not use")
                 elif any(a.startswith("__") for a in attrs):  # ``torch.backends.__init__``: a package run again
                     flag(node, f"imports {target}, through a special name")
                 elif attrs[-1:] == ["*"]:
                     flag(node, f"imports every name of {target[:-2]}")
+                elif module and module != "os.path" and not _is_module(module):  # written while it ran, or not there
+                    flag(node, f"imports {module}, which is not installed")
                 else:
                     walk(top, attrs, node)
         elif isinstance(node, (ast.arg, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef)):

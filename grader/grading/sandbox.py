@@ -1,12 +1,14 @@
-"""The grading kernel may not write its own memory: Linux's Landlock, applied as the kernel starts.
+"""The grading kernel writes only its own files: Linux's Landlock, applied as the kernel starts.
 
 Code in an answer cell runs in the process that runs the tests. Through ``/proc/self/mem`` it
-could rewrite any function of that process (a check's code, ``torch.allclose``), whatever the
-scan reads in its source. :class:`grader.grading.integrity.IsolatedExecute` starts each grading
-kernel with this module as an IPython extension, which restricts the kernel, and every process it
-starts (the ranks of a measurement), to writing files under the machine's ordinary folders:
-nothing under ``/proc`` or ``/sys``, and of ``/dev`` only the usual streams and shared memory.
-Reading stays as it was.
+could rewrite any function of that process (a check's code, ``torch.allclose``), and through a
+module written into the course's environment it could run code the scan never reads, in this
+kernel or the next student's. :class:`grader.grading.integrity.IsolatedExecute` starts each
+grading kernel with this module as an IPython extension, which restricts the kernel, and every
+process it starts (the ranks of a measurement), to writing files in its own folders: its working
+directory, ``HOME``, IPython directory and the temporary folders, and of ``/dev`` the usual
+streams and shared memory. Nothing under ``/proc``, ``/sys`` or the installed packages. Reading
+stays as it was.
 
 Landlock needs Linux 5.13 or later with it enabled; where it is missing :func:`lock` returns a
 reason instead (autograde logs it), and the scan alone refuses the routes to memory it knows.
@@ -21,6 +23,7 @@ reason instead (autograde logs it), and the scan alone refuses the routes to mem
 import ctypes
 import os
 import struct
+import tempfile
 
 # Syscall numbers (x86_64, aarch64) and the file-write rights Landlock handles here.
 SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
@@ -28,11 +31,10 @@ WRITE_FILE, TRUNCATE = 1 << 1, 1 << 14
 PATH_BENEATH, NO_NEW_PRIVS = 1, 38
 # Under /dev, what a kernel and its ranks write: streams, terminals and shared memory.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/random", "/dev/urandom")
-OFF_LIMITS = {"proc", "sys", "dev"}
 
 
 def lock():
-    """Allow this process (and what it starts) to write files only outside ``/proc`` and ``/sys``.
+    """Allow this process (and what it starts) to write files only in its own folders (see above).
 
     Returns None once applied, or why it could not be (an old kernel, Landlock disabled).
     """
@@ -51,8 +53,9 @@ def lock():
     if ruleset < 0:
         return f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"
     try:
-        places = [f"/{name}" for name in os.listdir("/") if name not in OFF_LIMITS and os.path.isdir(f"/{name}")]
-        for place in [*places, *DEVICES]:
+        own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir(), "/tmp",
+               "/var/tmp"]
+        for place in [*filter(None, own), *DEVICES]:
             try:
                 fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
             except OSError:

@@ -276,6 +276,21 @@ CHEATS = {
         "T = torch.Tensor\nT.copy_(c, torch.zeros_like(c))",
         "opt = torch.optim.SGD([c.requires_grad_()], lr=10.0)\nopt.step()",
     ],
+    # Round 9: native code loaded through a library's allocator hook, a module written into an installed
+    # package at run time and imported, and plain dotted imports of what ``from`` imports may not reach.
+    "native code, a module written at run time, dotted imports": [
+        "import tempfile\npath = tempfile.mkdtemp() + '/alloc.so'\ntorch.cuda.memory.CUDAPluggableAllocator(path, 'a', 'b')",
+        "import torch.xpu.memory\ntorch.xpu.memory.XPUPluggableAllocator('lib', 'a', 'b')",
+        "import os\nimport numpy as np\nhome = os.path.dirname(os.path.dirname(np.get_include()))\n"
+        "with open(os.path.join(home, 'zzpatch.p' + chr(121)), 'w') as f:\n    f.write('import torch')\nimport numpy.zzpatch",
+        "import torch.zzpatch",
+        "import torch.utils.cpp_extension",
+        "import torch._C",
+        "import numpy.ctypeslib",
+        "import torch.testing._internal.common_utils",
+        "torch.utils.rename_privateuse1_backend('answer')",
+        "torch.jit.CompilationUnit('def f(x): return x')",
+    ],
 }
 # What an answer may do with the lesson's objects and its own, in challenge 2's answer: read the first, change the second.
 OWN = [
@@ -527,7 +542,7 @@ def test_the_scan_flags_every_cheat_and_no_right_answer():
             assert findings(lesson, {gid: code}) == {gid: []}, (lesson, name)
 
 
-def test_a_graded_kernel_may_not_write_its_own_memory(tmp_path):
+def test_a_graded_kernel_writes_only_its_own_files(tmp_path):
     locked = subprocess.run([sys.executable, "-c", "from grader.grading import sandbox; print(sandbox.lock())"],
                             capture_output=True, text=True).stdout.strip()
     if locked != "None":
@@ -540,13 +555,20 @@ for mode in ("r+b", "wb"):
         print("opened", mode)
     except OSError as error:
         print(mode, type(error).__name__)
+import sysconfig
+try:  # the course's environment: a module planted there would run in the next student's kernel
+    open(pathlib.Path(sysconfig.get_paths()["purelib"], "planted.py"), "w")
+    print("planted")
+except OSError as error:
+    print("site-packages", type(error).__name__)
 pathlib.Path("answer.txt").write_text("an answer's own file")
 print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().split()[0])
 """
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     IsolatedExecute(timeout=120).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
-    assert nb.cells[0].outputs[0]["text"] == "r+b PermissionError\nwb PermissionError\nan answer's own file Name:\n"
+    assert nb.cells[0].outputs[0]["text"] == ("r+b PermissionError\nwb PermissionError\nsite-packages PermissionError\n"
+                                              "an answer's own file Name:\n")
 
 
 def test_a_test_cell_that_does_not_print_its_token_scores_zero():
