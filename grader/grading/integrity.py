@@ -17,8 +17,8 @@ The guarantee therefore rests on what nbgrader's process controls, set in
   and score 0 a test cell that did not print it (it did not run as written);
 - :class:`IsolatedExecute` is nbgrader's ``Execute`` with a kernel started in an empty
   working directory, with a fresh ``HOME`` and IPython directory, so nothing shipped
-  beside the submission or left by an earlier one is imported or run, and that may not write
-  its own memory through ``/proc`` (:mod:`grader.grading.sandbox`);
+  beside the submission or left by an earlier one is imported or run, and that writes files
+  only in its own folders, never its memory through ``/proc`` (:mod:`grader.grading.sandbox`);
 - :class:`ManualGradeFlagged` (after ``SaveAutoGrades``) leaves the flagged tests' scores to
   the instructor, with the reason in the cell's output, the answer's comment and the log.
 """
@@ -983,23 +983,24 @@ class IsolatedExecute(Execute):
 
     The kernel starts in an empty working directory, which IPython leaves off ``sys.path`` (so
     a ``grader/`` folder shipped beside the notebook, or a module written while it runs, is
-    never imported: the toolkit comes from the installed package), with a ``HOME`` and an
-    IPython directory of its own (no start-up files, no profile), no user site-packages and
-    no ``PYTHONSTARTUP``; all of it is deleted afterwards. The kernel, and every process it
-    starts, may not write under ``/proc`` or ``/sys`` (:mod:`grader.grading.sandbox`), so no
-    answer rewrites the tests' code through ``/proc/self/mem``.
+    never imported: the toolkit comes from the installed package), with a ``HOME``, an
+    IPython directory and a temporary folder of its own (no start-up files, no profile), no
+    user site-packages and no ``PYTHONSTARTUP``; all of it is deleted afterwards. The kernel,
+    and every process it starts, writes files only in those folders (:mod:`grader.grading.sandbox`),
+    so no answer rewrites the tests' code through ``/proc/self/mem`` or plants a module.
     """
 
     def preprocess(self, nb, resources=None, km=None):
         with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as room:
             self.room = Path(room)
-            for part in ("home", "ipython", "work"):
+            for part in ("home", "ipython", "work", "tmp"):
                 (self.room / part).mkdir()
             return super().preprocess(nb, resources, km)
 
     def start_new_kernel(self, **kwargs):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR")}
-        env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), PYTHONNOUSERSITE="1")
+        env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), TMPDIR=str(self.room / "tmp"),
+                   PYTHONNOUSERSITE="1")
         self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD, SANDBOX) if a not in self.extra_arguments)]
         super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
 

@@ -58,7 +58,7 @@ def class_name(obj):
     ('Linear', 'grader.grading.record.DataParallel')
     """
     cls = type(obj)
-    code = [f.__code__.co_filename for f in vars(cls).values() if inspect.isfunction(f)]
+    code = [inspect.unwrap(f).__code__.co_filename for f in vars(cls).values() if inspect.isfunction(f)]
     torchs = cls.__module__.split(".")[0] == "torch" and all(name.startswith(TORCH) for name in code)
     return cls.__name__ if torchs else f"{cls.__module__}.{cls.__qualname__}"
 

@@ -6,12 +6,12 @@ module written into the course's environment it could run code the scan never re
 kernel or the next student's. :class:`grader.grading.integrity.IsolatedExecute` starts each
 grading kernel with this module as an IPython extension, which restricts the kernel, and every
 process it starts (the ranks of a measurement), to writing files in its own folders: its working
-directory, ``HOME``, IPython directory and the temporary folders, and of ``/dev`` the usual
-streams and shared memory. Nothing under ``/proc``, ``/sys`` or the installed packages. Reading
-stays as it was.
+directory, ``HOME``, IPython directory and temporary folder (``TMPDIR``, which ``IsolatedExecute``
+gives it in its own room), and of ``/dev`` the usual streams and shared memory. Nothing under
+``/proc``, ``/sys``, the installed packages or the machine's ``/tmp``. Reading stays as it was.
 
 Landlock needs Linux 5.13 or later with it enabled; where it is missing :func:`lock` returns a
-reason instead (autograde logs it), and the scan alone refuses the routes to memory it knows.
+reason instead (printed as the kernel starts), and the scan alone refuses the routes to memory it knows.
 
 >>> import subprocess, sys
 >>> code = "from grader.grading import sandbox; print(sandbox.lock()); open('/proc/self/mem', 'r+b')"
@@ -53,8 +53,7 @@ def lock():
     if ruleset < 0:
         return f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"
     try:
-        own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir(), "/tmp",
-               "/var/tmp"]
+        own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir()]
         for place in [*filter(None, own), *DEVICES]:
             try:
                 fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
