@@ -998,7 +998,9 @@ class IsolatedExecute(Execute):
             return super().preprocess(nb, resources, km)
 
     def start_new_kernel(self, **kwargs):
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR")}
+        # Not the learner's progress file either: a graded notebook's review widgets keep theirs in the room.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS")}
         env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), TMPDIR=str(self.room / "tmp"),
                    PYTHONNOUSERSITE="1")
         self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD, SANDBOX) if a not in self.extra_arguments)]
