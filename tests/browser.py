@@ -37,6 +37,11 @@ def start_lab(root, notebooks=None):
     shutil.copytree(REPO / "release", root / "release")
     for name, nb in (notebooks or {}).items():
         (root / name).write_text(json.dumps(nb))
+    # The dialog's "Always start the preferred kernel", ticked: a notebook opened while the machine is
+    # busy starts its own kernel instead of asking which.
+    tracker = root / ".settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"autoStartDefaultKernel": True}))
     port, token = free_port(), "course-test-token"
     # A progress file of its own: what one test module's learner did never shows in another's.
     env = dict(activated(), JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
