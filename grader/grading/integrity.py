@@ -297,14 +297,17 @@ def _literals(trees, containers=False):
         for name, _, node in _bindings(tree):
             bindings[name].add(node)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    value = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    value = None if isinstance(node.value, written) else []  # a list: not a literal
-                if isinstance(node.value, written) or all(isinstance(v, IMMUTABLE) for v in (
-                        value if isinstance(value, tuple) else [value])):
-                    literal.add(node.targets[0])
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            if isinstance(node.value, written):
+                literal.add(node.targets[0])
+                continue
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if all(isinstance(v, IMMUTABLE) for v in (value if isinstance(value, tuple) else [value])):
+                literal.add(node.targets[0])
     return {name for name, nodes in bindings.items() if nodes <= literal}
 
 

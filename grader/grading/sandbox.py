@@ -61,8 +61,7 @@ def lock():
             except OSError:
                 continue  # not on this machine
             try:
-                rights = handled if os.path.isdir(place) else WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
-                rule = struct.pack("=Qi", rights, fd)
+                rule = struct.pack("=Qi", handled, fd)
                 libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(PATH_BENEATH), ctypes.c_char_p(rule),
                              ctypes.c_uint32(0))
             finally:
