@@ -76,56 +76,59 @@ def open_notebook(page, lab, path):
     """Open the notebook at ``path`` (under the lab's root) alone in a fresh workspace and Run All.
 
     Its kernel is started first, through the server's API: JupyterLab then connects the notebook
-    to that kernel instead of choosing one while it loads (on a busy machine it may ask which,
-    late, and a kernel chosen late can leave widgets at "Loading widget...").
+    to that kernel instead of choosing one while it loads. On a busy machine it may still ask
+    which kernel to start, late, even after Run All: for as long as the page lives, that dialog's
+    default choice is accepted, its text noted in
+    ``tests/artifacts/dialogs.txt``, and the cells are run again (a kernel chosen after Run All
+    starts with an empty queue).
     """
     url, token, _ = lab
     headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
     body = json.dumps({"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1], "kernel": {"name": "python3"}})
     started = urllib.request.Request(f"{url}/api/sessions", data=body.encode(), headers=headers, method="POST")
     urllib.request.urlopen(started, timeout=60).close()
-    page.goto(f"{url}/lab/tree/{path}?reset&token={token}")
-    run_all(page)
-
-
-def run_all(page):
-    """Run All Cells once the notebook's kernel is up; again if a click came too early.
-
-    A click while the freshly opened notebook still connects its kernel can be lost: the
-    first two cells then show no execution count, and the click is repeated. JupyterLab sometimes
-    asks which kernel to start, at any moment while it connects (later on a busy machine):
-    whenever a dialog covers the page before a click here, its default (for that one, the
-    notebook's own kernel) is accepted, and its text noted in ``tests/artifacts/dialogs.txt``.
-    """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    dialog = page.locator(".jp-Dialog").first
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
 
-    def accept(found):  # one dialog at a time (another may open behind it); what it said goes to the artifacts
+    def choose_kernel(found):
         with open(ARTIFACTS / "dialogs.txt", "a") as log:
             log.write(found.inner_text().strip().replace("\n", " | ")[:300] + "\n")
         found.locator(".jp-mod-accept").click(timeout=15_000)
-        idle.wait_for()  # the kernel it chose is up before the next click runs anything
+        idle.wait_for()  # the kernel it chose is up before anything runs
+        click_run_all(page)
 
-    page.add_locator_handler(dialog, accept, no_wait_after=True)
-    try:
-        page.locator(".jp-Notebook").first.wait_for()
-        idle.wait_for()
-        prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
-        first = [prompts.nth(i) for i in range(min(2, prompts.count()))]
-        for _ in range(3):
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            try:  # the first two cells ran or wait in the queue (a kernel that changed under them empties it)
-                for prompt in first:
-                    page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
-                                           arg=prompt.element_handle(), timeout=10_000)
-                return
-            except PlaywrightTimeout:
-                continue
-    finally:
-        page.remove_locator_handler(dialog)
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select kernel for"), choose_kernel,
+                             no_wait_after=True)
+    page.goto(f"{url}/lab/tree/{path}?reset&token={token}")
+    page.locator(".jp-Notebook").first.wait_for()
+    idle.wait_for()
+    run_all(page)
+
+
+def click_run_all(page):
+    """Run > Run All Cells, through the menu as a student would."""
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def run_all(page):
+    """Run All Cells; again if the click came too early.
+
+    A click while the freshly opened notebook still connects its kernel can be lost: the
+    first two cells then show no execution count, and the click is repeated.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
+    first = [prompts.nth(i) for i in range(min(2, prompts.count()))]
+    for _ in range(3):
+        click_run_all(page)
+        try:  # the first two cells ran or wait in the queue (a kernel that changed under them empties it)
+            for prompt in first:
+                page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
+                                       arg=prompt.element_handle(), timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
     raise AssertionError("Run All Cells never started the first cell")
 
 
