@@ -117,7 +117,7 @@ IN_PLACE = r"[a-z]\w*[a-z0-9]_|vector_to_parameters|copyto|put|place|putmask|fil
            r"parallelize_module|checkpoint_wrapper|apply_\w+"
 # Calls that may hand back (part of) what they are given: builtins, and a module's views of a tensor's memory.
 ALIASING = {"next", "iter", "list", "tuple", "reversed", "sorted", "enumerate", "zip", "dict", "vars", "asarray",
-            "asanyarray", "as_tensor", "from_numpy", "from_dlpack", "frombuffer", "as_strided", "view_as_real",
+            "asanyarray", "as_tensor", "from_numpy", "from_dlpack", "frombuffer", "view_as_real",
             "view_as_complex", "narrow", "select", "squeeze", "unsqueeze", "flatten", "reshape", "ravel", "t",
             "transpose", "permute", "movedim", "unflatten", "detach", "broadcast_to", "expand_copy", "chunk", "split",
             "unbind", "tensor_split", "hsplit", "vsplit", "swapaxes", "moveaxis", "atleast_1d", "atleast_2d"}

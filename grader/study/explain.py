@@ -108,7 +108,10 @@ class Explain:
 
     def __init__(self, prompt, progress=None, clock=schedule.now):
         self.prompt, self.progress, self.clock = prompt, progress, clock
-        self.text = w.Textarea(placeholder="Your explanation, in your own words",
+        # The text reaches the kernel once, when the box loses the focus (the click on Check does
+        # that), not a keystroke at a time: on a busy kernel the widgets hold back all but the
+        # first keystroke's update, and Check's click, sent at once, would judge a text cut short.
+        self.text = w.Textarea(placeholder="Your explanation, in your own words", continuous_update=False,
                                layout=w.Layout(width="100%", height="7em"))
         self.submit = w.Button(description="Check", button_style="primary")
         self.hint_button = w.Button(description="Hint")

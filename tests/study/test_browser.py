@@ -13,11 +13,13 @@ STUDY = notebook("from grader.study import show_cards, show_explain, show_timed"
                  'show_timed("ddp")',
                  'show_timed("foundations", seconds=3)',
                  'show_explain("ddp")')
+# The explain box, then a cell that keeps the kernel busy while the learner types.
+BUSY = notebook('from grader.study import show_explain\nshow_explain("ddp")', "import time; time.sleep(8)")
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    yield from start_lab(tmp_path_factory.mktemp("lab"), {"study.ipynb": STUDY})
+    yield from start_lab(tmp_path_factory.mktemp("lab"), {"study.ipynb": STUDY, "busy.ipynb": BUSY})
 
 
 def test_student_flips_a_card_and_answers_a_question(lab):
@@ -148,3 +150,23 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     saved = Progress(progress).read()  # the file the lab's kernels write
     assert deck[0]["id"] in saved["cards"] and "ddp" in saved["badges"]
     assert saved["explain"][prompt["id"]]["covered"] == [prompt["concepts"][0]["name"]]
+
+
+def test_an_explanation_typed_while_the_kernel_is_busy_is_judged_whole(lab):
+    """Keystrokes and Check's click, sent while the kernel sleeps: the check sees the whole text.
+
+    (With a keystroke-at-a-time box the widgets held back all but the first keystroke, and the
+    click, sent at once, was judged on that one letter: "none".)
+    """
+    from playwright.sync_api import expect
+
+    from grader.content import load
+
+    concept = load("explain", "ddp")[0]["concepts"][0]
+    with browser_page() as page:
+        open_notebook(page, lab, "busy.ipynb")
+        text = page.locator(".explain-text textarea").first
+        text.press_sequentially(f"My answer: {concept['phrases'][0]}.", delay=20)  # the sleep has begun
+        page.locator(".explain-check").first.click()
+        expect(page.locator(".explain-result").first).to_contain_text(
+            f"Suggested from your words: {concept['name']}", timeout=60_000)
