@@ -16,7 +16,10 @@ class Choices(anywidget.AnyWidget):
     """Answer choices as radio buttons whose labels are HTML, so code in a choice shows as code.
 
     ``index`` is the chosen one (None before a choice); arrow keys move between them as in
-    any radio group.
+    any radio group. Each choice also travels as a message of its own, sent at once: on a busy
+    kernel the widgets hold back a state change behind the one before, while a button's click is
+    sent at once, so a learner who changed their mind and pressed Check would be judged on the
+    first choice.
 
     >>> Choices(options=["<code>model.module</code>", "model"]).index is None
     True
@@ -35,7 +38,9 @@ class Choices(anywidget.AnyWidget):
           const label = document.createElement("label");
           const input = document.createElement("input");
           input.type = "radio"; input.name = name; input.checked = model.get("index") === i;
-          input.addEventListener("change", () => { model.set("index", i); model.save_changes(); });
+          input.addEventListener("change", () => {
+            model.set("index", i); model.save_changes(); model.send({ index: i });
+          });
           const text = document.createElement("span");
           text.innerHTML = html;  // the course's own content
           label.append(input, text);
@@ -54,6 +59,14 @@ class Choices(anywidget.AnyWidget):
     .choice-list label { display: flex; gap: 8px; align-items: baseline; cursor: pointer; }
     .choice-list code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.on_msg(self._chosen)
+
+    def _chosen(self, _, content, buffers):
+        if set(content) == {"index"}:  # as a state change from the page: not echoed back to it
+            self.set_state({"index": content["index"]})
 
 
 class Quiz:

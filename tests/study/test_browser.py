@@ -13,8 +13,9 @@ STUDY = notebook("from grader.study import show_cards, show_explain, show_timed"
                  'show_timed("ddp")',
                  'show_timed("foundations", seconds=3)',
                  'show_explain("ddp")')
-# The explain box, then a cell that keeps the kernel busy while the learner types.
-BUSY = notebook('from grader.study import show_explain\nshow_explain("ddp")', "import time; time.sleep(8)")
+# The explain box and a quiz, then a cell that keeps the kernel busy while the learner answers.
+BUSY = notebook('from grader.study import show_explain, show_quiz\nshow_explain("ddp")', 'show_quiz("ddp")',
+                "import time; time.sleep(10)")
 
 
 @pytest.fixture(scope="module")
@@ -152,21 +153,31 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     assert saved["explain"][prompt["id"]]["covered"] == [prompt["concepts"][0]["name"]]
 
 
-def test_an_explanation_typed_while_the_kernel_is_busy_is_judged_whole(lab):
-    """Keystrokes and Check's click, sent while the kernel sleeps: the check sees the whole text.
+def test_answers_given_while_the_kernel_is_busy_are_judged_as_given(lab):
+    """Typing, a change of mind and the Check clicks, all while the kernel sleeps: each check
+    judges what the page showed when it was clicked.
 
-    (With a keystroke-at-a-time box the widgets held back all but the first keystroke, and the
-    click, sent at once, was judged on that one letter: "none".)
+    (The widgets hold back a state change behind the one before, a click is sent at once: a
+    keystroke-at-a-time box was judged on its first letter, a changed choice on the first one.)
     """
     from playwright.sync_api import expect
 
     from grader.content import load
 
     concept = load("explain", "ddp")[0]["concepts"][0]
+    question = load("quiz", "ddp")[0]
+    right = question["choices"][question["answer"]]
+    wrong = question["choices"][(question["answer"] + 1) % len(question["choices"])]
     with browser_page() as page:
-        open_notebook(page, lab, "busy.ipynb")
+        open_notebook(page, lab, "busy.ipynb")  # the sleep begins once both widgets are shown
+        page.locator(".quiz-check").first.wait_for()
         text = page.locator(".explain-text textarea").first
-        text.press_sequentially(f"My answer: {concept['phrases'][0]}.", delay=20)  # the sleep has begun
+        text.press_sequentially(f"My answer: {concept['phrases'][0]}.", delay=20)
         page.locator(".explain-check").first.click()
+        choices = page.locator(".choice-list").first
+        choices.get_by_text(plain(wrong), exact=True).click()
+        choices.get_by_text(plain(right), exact=True).click()
+        page.locator(".quiz-check").first.click()
         expect(page.locator(".explain-result").first).to_contain_text(
             f"Suggested from your words: {concept['name']}", timeout=60_000)
+        expect(page.locator(".quiz-feedback").first).to_contain_text("Right", timeout=60_000)
