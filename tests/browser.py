@@ -78,9 +78,8 @@ def open_notebook(page, lab, path):
     Its kernel is started first, through the server's API: JupyterLab then connects the notebook
     to that kernel instead of choosing one while it loads. On a busy machine it may still ask
     which kernel to start, late, even after Run All: for as long as the page lives, that dialog's
-    default choice is accepted, its text noted in
-    ``tests/artifacts/dialogs.txt``, and the cells are run again (a kernel chosen after Run All
-    starts with an empty queue).
+    default choice is accepted, its text noted in ``tests/artifacts/dialogs.txt``, and the cells
+    are run again (a kernel chosen after Run All starts with an empty queue).
     """
     url, token, _ = lab
     headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
