@@ -77,20 +77,23 @@ def open_notebook(page, lab, path):
 
     Its kernel is started first, through the server's API: JupyterLab then connects the notebook
     to that kernel instead of choosing one while it loads. On a busy machine it may still ask
-    which kernel to start, late, even after Run All: for as long as the page lives, that dialog's
-    default choice is accepted, its text noted in ``tests/artifacts/dialogs.txt``, and the cells
-    are run again (a kernel chosen after Run All starts with an empty queue).
+    which kernel to start, late, even after Run All: for as long as the page lives, that dialog
+    is answered with the kernel started here, its text noted in ``tests/artifacts/dialogs.txt``,
+    and the cells are run again (a kernel chosen after Run All starts with an empty queue).
     """
     url, token, _ = lab
+    name = path.rsplit("/", 1)[-1]
     headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
-    body = json.dumps({"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1], "kernel": {"name": "python3"}})
+    body = json.dumps({"path": path, "type": "notebook", "name": name, "kernel": {"name": "python3"}})
     started = urllib.request.Request(f"{url}/api/sessions", data=body.encode(), headers=headers, method="POST")
     urllib.request.urlopen(started, timeout=60).close()
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
 
-    def choose_kernel(found):
+    def choose_kernel(found):  # the kernel started above (its default there is "No Kernel")
         with open(ARTIFACTS / "dialogs.txt", "a") as log:
             log.write(found.inner_text().strip().replace("\n", " | ")[:300] + "\n")
+        own = [o for o in found.locator("option").all_inner_texts() if o.startswith(f"{name} (")]
+        found.locator("select").select_option(label=(own or ["Python 3 (ipykernel)"])[0])
         found.locator(".jp-mod-accept").click(timeout=15_000)
         idle.wait_for()  # the kernel it chose is up before anything runs
         click_run_all(page)
