@@ -72,14 +72,15 @@ def start_lab(root, notebooks=None):
     log.close()
 
 
-def open_notebook(page, lab, path):
-    """Open the notebook at ``path`` (under the lab's root) alone in a fresh workspace and Run All.
+def open_notebook(page, lab, path, until):
+    """Open the notebook at ``path`` (under the lab's root) alone in a fresh workspace, Run All and
+    wait until the element ``until`` (a CSS selector) shows.
 
-    Its kernel is started first, through the server's API: JupyterLab then connects the notebook
-    to that kernel instead of choosing one while it loads. On a busy machine it may still ask
-    which kernel to start, late, even after Run All: for as long as the page lives, that dialog
-    is answered with the kernel started here, its text noted in ``tests/artifacts/dialogs.txt``,
-    and the cells are run again (a kernel chosen after Run All starts with an empty queue).
+    Its kernel is started first, through the server's API, so that JupyterLab connects the
+    notebook to it instead of choosing one while it loads. On a busy machine it may still start
+    one of its own, late, even after Run All: silently, which empties the run's queue (``run_all``
+    runs again), or asking which kernel, a dialog answered for as long as the page lives with the
+    kernel started here, noted in ``tests/artifacts/reruns.txt``, and followed by Run All.
     """
     url, token, _ = lab
     name = path.rsplit("/", 1)[-1]
@@ -90,8 +91,7 @@ def open_notebook(page, lab, path):
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
 
     def choose_kernel(found):  # the kernel started above (its default there is "No Kernel")
-        with open(ARTIFACTS / "dialogs.txt", "a") as log:
-            log.write(found.inner_text().strip().replace("\n", " | ")[:300] + "\n")
+        note(f"dialog: {found.inner_text().strip()}")
         own = [o for o in found.locator("option").all_inner_texts() if o.startswith(f"{name} (")]
         found.locator("select").select_option(label=(own or ["Python 3 (ipykernel)"])[0])
         found.locator(".jp-mod-accept").click(timeout=15_000)
@@ -103,7 +103,7 @@ def open_notebook(page, lab, path):
     page.goto(f"{url}/lab/tree/{path}?reset&token={token}")
     page.locator(".jp-Notebook").first.wait_for()
     idle.wait_for()
-    run_all(page)
+    run_all(page, until, lab)
 
 
 def click_run_all(page):
@@ -112,26 +112,47 @@ def click_run_all(page):
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
 
-def run_all(page):
-    """Run All Cells; again if the click came too early.
+STALLED = """() => document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null
+    && ![...document.querySelectorAll(".jp-CodeCell .jp-InputPrompt")]
+        .some(prompt => prompt.textContent.includes("[*]"))"""
 
-    A click while the freshly opened notebook still connects its kernel can be lost: the
-    first two cells then show no execution count, and the click is repeated.
+
+def run_all(page, until, lab, stall=10, runs=3, limit=300):
+    """Run All Cells until the element ``until`` shows; again when the run stalls before it, up
+    to ``runs`` runs within ``limit`` seconds.
+
+    A run has stalled when the kernel has stayed idle with no cell queued for ``stall`` seconds:
+    the click came while the freshly opened notebook still connected its kernel, or the queue was
+    emptied under the run (it is, when the kernel changes or restarts). Each repeat is noted in
+    ``tests/artifacts/reruns.txt`` with the cells' prompts and the kernels started so far; when
+    none helps, the error shows the prompts and the end of the lab's log.
     """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
 
-    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
-    first = [prompts.nth(i) for i in range(min(2, prompts.count()))]
-    for _ in range(3):
+    target, prompts = page.locator(until).first, page.locator(".jp-CodeCell .jp-InputPrompt")
+    log = lab[2].parent / "lab.log"
+    deadline = time.monotonic() + limit
+    for run in range(runs):
         click_run_all(page)
-        try:  # the first two cells ran or wait in the queue (a kernel that changed under them empties it)
-            for prompt in first:
-                page.wait_for_function("el => /\\[(\\d+|\\*)\\]/.test(el.textContent)",
-                                       arg=prompt.element_handle(), timeout=10_000)
-            return
-        except PlaywrightTimeout:
-            continue
-    raise AssertionError("Run All Cells never started the first cell")
+        since = time.monotonic()
+        while time.monotonic() - since < stall and time.monotonic() < deadline:
+            try:  # an assertion that waits also answers a dialog that came up meanwhile
+                expect(target).to_be_visible(timeout=2_000)
+                return
+            except AssertionError:
+                if not page.evaluate(STALLED):
+                    since = time.monotonic()
+        note(f"run {run + 1} stalled before {until} ({log.read_text().count('Kernel started')} kernels "
+             f"started so far); prompts: {' '.join(prompts.all_inner_texts())}")
+    raise AssertionError(f"Run All never reached {until} ({runs} runs, {limit} s). Prompts: "
+                         f"{' '.join(prompts.all_inner_texts())}\n"
+                         f"The lab's log ends:\n{log.read_text()[-3000:]}")
+
+
+def note(text):
+    """A line in ``tests/artifacts/reruns.txt``: what the browser tests did to get a run through."""
+    with open(ARTIFACTS / "reruns.txt", "a") as log:
+        log.write(f"{time.strftime('%H:%M:%S')} {text.replace(chr(10), ' | ')[:400]}\n")
 
 
 def notebook(*sources):

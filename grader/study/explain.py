@@ -13,7 +13,9 @@ common word endings (``gradients`` matches ``gradient``), and not negated in its
 import html
 import re
 
+import anywidget
 import ipywidgets as w
+import traitlets
 
 from ..content import load
 from . import schedule
@@ -91,6 +93,47 @@ def covered(text, concepts):
     return [c["name"] for c in concepts if any(mentions(text, p) for p in c["phrases"])]
 
 
+class Answer(anywidget.AnyWidget):
+    """A text box for an answer whose text also travels as a message of its own at every
+    keystroke, sent at once. On a busy kernel the widgets hold back a state change behind the one
+    before, while a button's click is sent at once: with a plain text box, *Check* could judge a
+    text cut short, or the text of an earlier check.
+
+    >>> Answer(value="all-reduce").value
+    'all-reduce'
+    """
+
+    value = traitlets.Unicode("").tag(sync=True)
+    placeholder = traitlets.Unicode("").tag(sync=True)
+    _esm = """
+    function render({ model, el }) {
+      const box = document.createElement("textarea");
+      box.placeholder = model.get("placeholder");
+      box.value = model.get("value");
+      box.addEventListener("input", () => {
+        model.set("value", box.value); model.save_changes(); model.send({ value: box.value });
+      });
+      model.on("change:value", () => {
+        if (box.value !== model.get("value")) box.value = model.get("value");
+      });
+      el.append(box);
+    }
+    export default { render };
+    """
+    _css = """
+    .explain-text textarea { width: 100%; height: 7em; box-sizing: border-box; resize: vertical;
+                             font: inherit; padding: 4px 6px; }
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.on_msg(self._typed)
+
+    def _typed(self, _, content, buffers):
+        if set(content) == {"value"}:  # as a state change from the page: not echoed back to it
+            self.set_state({"value": content["value"]})
+
+
 class Explain:
     """One prompt: a text box and *Check*; then the model answer, the concepts to tick (the
     matcher's suggestions pre-ticked) and *Save*, which records the self-assessment.
@@ -108,11 +151,7 @@ class Explain:
 
     def __init__(self, prompt, progress=None, clock=schedule.now):
         self.prompt, self.progress, self.clock = prompt, progress, clock
-        # The text reaches the kernel once, when the box loses the focus (the click on Check does
-        # that), not a keystroke at a time: on a busy kernel the widgets hold back all but the
-        # first keystroke's update, and Check's click, sent at once, would judge a text cut short.
-        self.text = w.Textarea(placeholder="Your explanation, in your own words", continuous_update=False,
-                               layout=w.Layout(width="100%", height="7em"))
+        self.text = Answer(placeholder="Your explanation, in your own words", layout=w.Layout(width="100%"))
         self.submit = w.Button(description="Check", button_style="primary")
         self.hint_button = w.Button(description="Hint")
         self.hint = w.HTML()

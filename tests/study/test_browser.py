@@ -32,7 +32,7 @@ def test_student_flips_a_card_and_answers_a_question(lab):
 
     with browser_page() as page:
         # Run All stops at the first unsolved challenge, after the review widgets.
-        open_notebook(page, lab, f"release/{LESSON}/{LESSON}.ipynb")
+        open_notebook(page, lab, f"release/{LESSON}/{LESSON}.ipynb", until=".quiz-check")
 
         face = page.locator(".card-face").first
         expect(face).to_contain_text(plain(deck[0]["front"]))
@@ -72,7 +72,7 @@ def test_self_learner_rates_a_card_earns_a_badge_and_explains(lab):
     deck, timed, prompt = load("cards", "ddp"), load("timed", "ddp"), load("explain", "ddp")[0]
 
     with browser_page() as page:
-        open_notebook(page, lab, "study.ipynb")  # only this notebook open
+        open_notebook(page, lab, "study.ipynb", until=".explain-check")  # only this notebook open
 
         # A card: space flips it, key 3 rates it Good and the next card comes up.
         face = page.locator(".card-face").first
@@ -158,26 +158,29 @@ def test_answers_given_while_the_kernel_is_busy_are_judged_as_given(lab):
     judges what the page showed when it was clicked.
 
     (The widgets hold back a state change behind the one before, a click is sent at once: a
-    keystroke-at-a-time box was judged on its first letter, a changed choice on the first one.)
+    keystroke-at-a-time box was judged on its first letter, one that sent its text on leaving
+    the box judged a second check on the first text, a changed choice on the first one.)
     """
     from playwright.sync_api import expect
 
     from grader.content import load
 
-    concept = load("explain", "ddp")[0]["concepts"][0]
+    concept, later = load("explain", "ddp")[0]["concepts"][:2]
     question = load("quiz", "ddp")[0]
     right = question["choices"][question["answer"]]
     wrong = question["choices"][(question["answer"] + 1) % len(question["choices"])]
     with browser_page() as page:
-        open_notebook(page, lab, "busy.ipynb")  # the sleep begins once both widgets are shown
+        open_notebook(page, lab, "busy.ipynb", until=".quiz-check")  # the sleep begins once both widgets are shown
         page.locator(".quiz-check").first.wait_for()
         text = page.locator(".explain-text textarea").first
         text.press_sequentially(f"My answer: {concept['phrases'][0]}.", delay=20)
+        page.locator(".explain-check").first.click()
+        text.press_sequentially(f" And {later['phrases'][0]}.", delay=20)  # more, and a second check
         page.locator(".explain-check").first.click()
         choices = page.locator(".choice-list").first
         choices.get_by_text(plain(wrong), exact=True).click()
         choices.get_by_text(plain(right), exact=True).click()
         page.locator(".quiz-check").first.click()
         expect(page.locator(".explain-result").first).to_contain_text(
-            f"Suggested from your words: {concept['name']}", timeout=60_000)
+            f"Suggested from your words: {concept['name']}, {later['name']}", timeout=60_000)
         expect(page.locator(".quiz-feedback").first).to_contain_text("Right", timeout=60_000)

@@ -21,7 +21,7 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
     expect.set_options(timeout=30_000)
     deck = load("cards", "ddp")
     with browser_page() as page:
-        open_notebook(page, lab, "cards.ipynb")
+        open_notebook(page, lab, "cards.ipynb", until=".card-face")
         face, counter = page.locator(".card-face").first, page.locator(".card-counter").first
         expect(face).to_contain_text(plain(deck[0]["front"]))
 

@@ -25,7 +25,7 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
     expect.set_options(timeout=30_000)
     deck, timed = load("cards", "data_parallel"), load("timed", "ddp")
     with browser_page() as page:
-        open_notebook(page, lab, "review.ipynb")
+        open_notebook(page, lab, "review.ipynb", until=".timed-start")
         face, counter = page.locator(".card-face").first, page.locator(".card-counter").first
         expect(page.get_by_text("Today's review: 0 due, 3 new")).to_be_visible()
         expect(counter).to_contain_text("3 left today")

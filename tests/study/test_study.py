@@ -244,7 +244,8 @@ def test_explain_shows_the_model_answer_and_saves_the_learners_own_marks(tmp_pat
     store = Progress(tmp_path / "progress.json")
     box = Explain(prompt, progress=store)
     assert box.judge.layout.display == "none"  # nothing to judge before the answer is written
-    box.text.value = "It splits the batch and copies the model, but does not gather."
+    # The text as the page sends it at every keystroke: a message of its own, not a state update.
+    box.text._handle_custom_msg({"value": "It splits the batch and copies the model, but does not gather."}, [])
     box.submit.click()
     assert "MODEL" in box.result.value and box.judge.layout.display == "flex"
     assert [t.value for t in box.ticks] == [True, False, True]  # suggestions, negated gather left out
