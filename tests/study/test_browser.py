@@ -170,8 +170,7 @@ def test_answers_given_while_the_kernel_is_busy_are_judged_as_given(lab):
     right = question["choices"][question["answer"]]
     wrong = question["choices"][(question["answer"] + 1) % len(question["choices"])]
     with browser_page() as page:
-        open_notebook(page, lab, "busy.ipynb", until=".quiz-check")  # the sleep begins once both widgets are shown
-        page.locator(".quiz-check").first.wait_for()
+        open_notebook(page, lab, "busy.ipynb", until=".quiz-check")  # the sleep begins once both show
         text = page.locator(".explain-text textarea").first
         text.press_sequentially(f"My answer: {concept['phrases'][0]}.", delay=20)
         page.locator(".explain-check").first.click()
