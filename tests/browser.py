@@ -19,6 +19,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = REPO / "tests" / "artifacts"
+IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+PROMPTS = ".jp-CodeCell .jp-InputPrompt"
+# A run has stalled when the kernel is idle with no cell queued.
+STALLED = f"""() => document.querySelector("{IDLE}") !== null
+    && ![...document.querySelectorAll("{PROMPTS}")].some(prompt => prompt.textContent.includes("[*]"))"""
 
 
 def start_lab(root, notebooks=None):
@@ -88,7 +93,7 @@ def open_notebook(page, lab, path, until):
     body = json.dumps({"path": path, "type": "notebook", "name": name, "kernel": {"name": "python3"}})
     started = urllib.request.Request(f"{url}/api/sessions", data=body.encode(), headers=headers, method="POST")
     urllib.request.urlopen(started, timeout=60).close()
-    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
+    idle = page.locator(IDLE).first
 
     def choose_kernel(found):  # the kernel started above (its default there is "No Kernel")
         note(f"dialog: {found.inner_text().strip()}")
@@ -112,11 +117,6 @@ def click_run_all(page):
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
 
-STALLED = """() => document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null
-    && ![...document.querySelectorAll(".jp-CodeCell .jp-InputPrompt")]
-        .some(prompt => prompt.textContent.includes("[*]"))"""
-
-
 def run_all(page, until, lab, stall=10, runs=3, limit=300):
     """Run All Cells until the element ``until`` shows; again when the run stalls before it, up
     to ``runs`` runs within ``limit`` seconds.
@@ -129,7 +129,7 @@ def run_all(page, until, lab, stall=10, runs=3, limit=300):
     """
     from playwright.sync_api import expect
 
-    target, prompts = page.locator(until).first, page.locator(".jp-CodeCell .jp-InputPrompt")
+    target, prompts = page.locator(until).first, page.locator(PROMPTS)
     log = lab[2].parent / "lab.log"
     deadline = time.monotonic() + limit
     for run in range(runs):

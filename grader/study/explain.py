@@ -13,7 +13,6 @@ common word endings (``gradients`` matches ``gradient``), and not negated in its
 import html
 import re
 
-import anywidget
 import ipywidgets as w
 import traitlets
 
@@ -21,6 +20,7 @@ from ..content import load
 from . import schedule
 from .cards import when_text
 from .progress import Progress
+from .quiz import SentAtOnce
 
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "e")
 # Words that negate what follows them in a clause ("doesn't" splits into "doesn" and "t").
@@ -93,16 +93,15 @@ def covered(text, concepts):
     return [c["name"] for c in concepts if any(mentions(text, p) for p in c["phrases"])]
 
 
-class Answer(anywidget.AnyWidget):
-    """A text box for an answer whose text also travels as a message of its own at every
-    keystroke, sent at once. On a busy kernel the widgets hold back a state change behind the one
-    before, while a button's click is sent at once: with a plain text box, *Check* could judge a
-    text cut short, or the text of an earlier check.
+class Answer(SentAtOnce):
+    """A text box whose text is sent at once at every keystroke: with a plain text box, on a
+    busy kernel, *Check* could judge a text cut short, or the text of an earlier check.
 
     >>> Answer(value="all-reduce").value
     'all-reduce'
     """
 
+    sent = "value"
     value = traitlets.Unicode("").tag(sync=True)
     placeholder = traitlets.Unicode("").tag(sync=True)
     _esm = """
@@ -124,14 +123,6 @@ class Answer(anywidget.AnyWidget):
     .explain-text textarea { width: 100%; height: 7em; box-sizing: border-box; resize: vertical;
                              font: inherit; padding: 4px 6px; }
     """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.on_msg(self._typed)
-
-    def _typed(self, _, content, buffers):
-        if set(content) == {"value"}:  # as a state change from the page: not echoed back to it
-            self.set_state({"value": content["value"]})
 
 
 class Explain:

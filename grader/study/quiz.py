@@ -12,19 +12,36 @@ import traitlets
 
 from ..content import load
 
-class Choices(anywidget.AnyWidget):
+
+class SentAtOnce(anywidget.AnyWidget):
+    """An answer widget whose page also sends the answer (the trait named ``sent``) as a message
+    of its own, at once, and the kernel applies it. On a busy kernel the widgets hold back a
+    state change behind the one before, while a button's click is sent at once: without the
+    message, *Check* would judge an answer the learner has since changed.
+    """
+
+    sent = None
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.on_msg(self._from_page)
+
+    def _from_page(self, _, content, buffers):
+        if set(content) == {self.sent}:  # as a state change from the page: not echoed back to it
+            self.set_state(content)
+
+
+class Choices(SentAtOnce):
     """Answer choices as radio buttons whose labels are HTML, so code in a choice shows as code.
 
-    ``index`` is the chosen one (None before a choice); arrow keys move between them as in
-    any radio group. Each choice also travels as a message of its own, sent at once: on a busy
-    kernel the widgets hold back a state change behind the one before, while a button's click is
-    sent at once, so a learner who changed their mind and pressed Check would be judged on the
-    first choice.
+    ``index`` is the chosen one (None before a choice), sent at once; arrow keys move between
+    them as in any radio group.
 
     >>> Choices(options=["<code>model.module</code>", "model"]).index is None
     True
     """
 
+    sent = "index"
     options = traitlets.List(traitlets.Unicode()).tag(sync=True)
     index = traitlets.Int(None, allow_none=True).tag(sync=True)
     _esm = """
@@ -59,14 +76,6 @@ class Choices(anywidget.AnyWidget):
     .choice-list label { display: flex; gap: 8px; align-items: baseline; cursor: pointer; }
     .choice-list code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
     """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.on_msg(self._chosen)
-
-    def _chosen(self, _, content, buffers):
-        if set(content) == {"index"}:  # as a state change from the page: not echoed back to it
-            self.set_state({"index": content["index"]})
 
 
 class Quiz:
