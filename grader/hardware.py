@@ -24,6 +24,9 @@ class GPU:
 # Set in every CPU rank started by the course's launcher: such a rank uses no GPU (it may be
 # a fork of a process that started CUDA, where touching CUDA again would fail).
 CPU_RANK = "COURSE_CPU_RANK"
+# Set by parallel autograde in each worker (grader.grading.autograde.pin): the cores' worth
+# the worker's share holds, which the kernel it starts may use at most.
+CPU_SHARE = "COURSE_CPU_SHARE"
 
 
 def gpus():
@@ -80,7 +83,8 @@ def cpu_cores():
     """CPU cores this process can really use at once.
 
     The affinity mask (cpusets included), capped by the container's CPU quota
-    (:func:`cpu_quota`, rounded down, at least 1).
+    (:func:`cpu_quota`, rounded down, at least 1) and by the share parallel autograde
+    gave this process's worker (``COURSE_CPU_SHARE``).
 
     >>> cpu_cores() >= 1
     True
@@ -89,8 +93,10 @@ def cpu_cores():
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity API
         cores = os.cpu_count() or 1
-    quota = cpu_quota()
-    return cores if quota is None else max(1, min(cores, int(quota)))
+    for cap in (cpu_quota(), os.environ.get(CPU_SHARE)):
+        if cap is not None:
+            cores = max(1, min(cores, int(float(cap))))
+    return cores
 
 
 def device():
@@ -114,14 +120,17 @@ def backend(ranks=None):
 
     NCCL needs a GPU of its own for each rank, so it is chosen only when this machine has
     at least as many GPUs as ranks; otherwise the ranks are CPU processes talking over
-    gloo. By default that means NCCL with two GPUs or more.
+    gloo. By default that means NCCL with two GPUs or more (with one GPU the parallel ranks
+    are CPU processes, however few cores there are). Pass the rank count wherever it is
+    known: ``launch(fn, nprocs=2)`` on a one-GPU machine runs gloo.
 
     >>> backend() in ("nccl", "gloo")
     True
     >>> backend(gpu_count() + 1)   # more ranks than GPUs
     'gloo'
     """
-    ranks = parallel_ranks() if ranks is None else ranks
+    if ranks is None:  # parallel_ranks(): one per GPU with two or more, else CPU processes
+        return "nccl" if gpu_count() >= 2 else "gloo"
     return "nccl" if 1 <= ranks <= gpu_count() else "gloo"
 
 

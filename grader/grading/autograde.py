@@ -17,7 +17,9 @@ Workers (:func:`worker_count`): one per CPU core; a lesson whose notebooks start
 (they call ``launch(``) takes 2 cores per notebook, so half as many, and only one on a
 machine with two GPUs or more (its ranks use every GPU). More oversubscribes the machine
 and fails the challenges graded on a measured speedup. Each worker and its kernel keep to
-cores of their own (:func:`pin`) and get a fresh HOME and IPython directory (:func:`isolate`).
+their share of the cores (:func:`core_sets`, :func:`pin`: cores of their own where the
+affinity is this process's own, a count of cores under a pod's CPU quota) and get a fresh
+HOME and IPython directory (:func:`isolate`).
 
 Each student's nbgrader output goes to autograde_logs/LESSON/<student>.log; a table at the
 end gives each student's score, seconds and status. A student who could not be graded (a
@@ -38,6 +40,7 @@ import contextlib
 import glob
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -46,6 +49,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from multiprocessing import connection
 from pathlib import Path
 
@@ -143,32 +147,55 @@ def worker_count(ranks, cores=None, gpus=None):
     return 1 if gpus >= 2 else max(1, cores // 2)
 
 
-def core_sets(workers, cores=None):
-    """``workers`` disjoint, equal sets of the cores this process may use: one per worker.
+@dataclass(frozen=True)
+class Share:
+    """One worker's part of this machine's CPUs: the cores it is pinned to (None: where it runs is
+    left to the OS scheduler) and how many cores' worth it uses (its threads, its rank sweeps)."""
 
-    Only as many cores as :func:`grader.hardware.cpu_cores` counts (a container's quota
-    included) are shared out. ``cores`` defaults to this process's affinity.
+    cores: tuple | None
+    count: int
 
-    >>> core_sets(2, cores=[0, 1, 2, 3, 4])
-    [[0, 1], [2, 3]]
+
+def core_sets(workers, affinity=None, quota=None):
+    """``workers`` equal :class:`Share` s of the CPUs this process may use: one per worker.
+
+    Where the affinity is this process's own (a cpuset no wider than the CPU quota, or no
+    quota), each worker is pinned to disjoint cores of it. Under a quota alone (a Kubernetes
+    pod with the default CPU manager: every core of the node in the affinity, a CFS quota as
+    the limit) pinning would put every pod of a node on the same first cores, so no worker
+    is pinned: each gets the quota's cores divided among the workers as a count, and the
+    scheduler places them. ``affinity`` and ``quota`` default to this process's
+    (:func:`grader.hardware.cpu_quota`).
+
+    >>> core_sets(2, affinity=[0, 1, 2, 3, 4])
+    [Share(cores=(0, 1), count=2), Share(cores=(2, 3), count=2)]
+    >>> core_sets(2, affinity=range(64), quota=8.0)   # a pod of 8 CPUs on a 64-core node
+    [Share(cores=None, count=4), Share(cores=None, count=4)]
     """
-    if cores is None:
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-        cores = cores[:hardware.cpu_cores()]
+    if affinity is None:
+        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+        quota = hardware.cpu_quota()
+    affinity = sorted(affinity)
+    if quota is not None and len(affinity) > math.ceil(quota):
+        return [Share(None, max(1, int(quota) // workers))] * workers
+    cores = affinity[:max(1, int(quota))] if quota is not None else affinity
     each = max(1, len(cores) // workers)
-    return [list(cores[i * each:(i + 1) * each]) or list(cores) for i in range(workers)]
+    sets = [tuple(cores[i * each:(i + 1) * each]) or tuple(cores) for i in range(workers)]
+    return [Share(s, len(s)) for s in sets]
 
 
-def pin(cores):
-    """Keep this process, and every process it starts (its kernel, the kernel's ranks), on ``cores``.
+def pin(share):
+    """Keep this process, and every process it starts (its kernel, the kernel's ranks), to ``share``.
 
-    The kernel's :func:`grader.hardware.cpu_cores` then counts these cores only, so a lesson
-    sizes its threads and rank sweeps to its share of the machine, and torch gets one thread
-    per core (unless OMP_NUM_THREADS says otherwise). No-op where the OS has no affinity API.
+    Pinned to ``share.cores`` where it has them; in any case the kernel's
+    :func:`grader.hardware.cpu_cores` counts ``share.count`` cores at most, so a lesson sizes
+    its threads and rank sweeps to its share of the machine, and torch gets one thread per
+    core (unless OMP_NUM_THREADS says otherwise). For example ``pin(core_sets(4)[0])``.
     """
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cores)
-    os.environ.setdefault("OMP_NUM_THREADS", str(len(cores)))
+    if share.cores is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, share.cores)
+    os.environ[hardware.CPU_SHARE] = str(share.count)
+    os.environ.setdefault("OMP_NUM_THREADS", str(share.count))
 
 
 def isolate(home):
@@ -191,14 +218,14 @@ def isolate(home):
     os.environ.update(HOME=str(home), IPYTHONDIR=str(home / ".ipython"), JUPYTER_RUNTIME_DIR=str(home / ".runtime"))
 
 
-def _nbgrader(course, args, log, cores, home):
+def _nbgrader(course, args, log, share, home):
     """In a worker: ``nbgrader ARGS`` in the directory ``course``, as an activated environment runs it,
-    output to ``log``, on ``cores`` only (:func:`pin`), so kernels graded side by side never
+    output to ``log``, kept to ``share`` (:func:`pin`), so kernels graded side by side never
     oversubscribe the machine, with a fresh ``home`` (:func:`isolate`).
     """
     os.chdir(course)
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    pin(cores)
+    pin(share)
     isolate(home)
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
     os.dup2(out, 1)
@@ -206,16 +233,16 @@ def _nbgrader(course, args, log, cores, home):
     NbGraderApp.launch_instance(args)
 
 
-def start(coursedir, lesson, student, gradebook, scratch, log, cores, force=False):
+def start(coursedir, lesson, student, gradebook, scratch, log, share, force=False):
     """Start autograding one student: ``nbgrader autograde LESSON --student=S`` in a worker process; the process.
 
     The worker reads the course's config and submissions but writes only under ``scratch``:
     a copy of ``gradebook`` (the course's, copied before any merge), scratch/autograded/,
     which starts with the student's autograded folder if there is one, so nbgrader skips or
     regrades it as it would in the course, and scratch/home, the home of the worker and its
-    kernel (:func:`isolate`). Its output goes to ``log``; it and its kernel run on ``cores``
-    only. For example ``start(course_directory(), "01_data_parallel", "alice",
-    "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", cores=[0]).join()``.
+    kernel (:func:`isolate`). Its output goes to ``log``; it and its kernel keep to ``share``
+    (:func:`pin`). For example ``start(course_directory(), "01_data_parallel", "alice",
+    "/tmp/gradebook.db", Path("/tmp/alice"), "alice.log", Share((0,), 1)).join()``.
     """
     scratch.mkdir(parents=True)
     shutil.copy(gradebook, scratch / "gradebook.db")
@@ -224,7 +251,7 @@ def start(coursedir, lesson, student, gradebook, scratch, log, cores, force=Fals
         shutil.copytree(graded, scratch / "autograded" / student / lesson)
     args = ["autograde", lesson, f"--student={student}", f"--CourseDirectory.db_url=sqlite:///{scratch / 'gradebook.db'}",
             f"--CourseDirectory.autograded_directory={scratch / 'autograded'}", *(["--force"] if force else [])]
-    worker = FORK.Process(target=_nbgrader, args=(coursedir.root, args, log, cores, scratch / "home"))
+    worker = FORK.Process(target=_nbgrader, args=(coursedir.root, args, log, share, scratch / "home"))
     worker.start()
     return worker
 
@@ -332,17 +359,17 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
         while waiting or running:
             while waiting and len(running) < workers:
                 student = waiting.pop(0)
-                cores = free.pop()
+                share = free.pop()
                 worker = start(coursedir, lesson, student, gradebook, Path(tmp, student), logs / f"{student}.log",
-                               cores, force)
-                running[student] = worker, time.perf_counter(), cores
+                               share, force)
+                running[student] = worker, time.perf_counter(), share
             connection.wait([worker.sentinel for worker, _, _ in running.values()], timeout=1)
-            for student, (worker, started, cores) in list(running.items()):
+            for student, (worker, started, share) in list(running.items()):
                 seconds = time.perf_counter() - started
                 if worker.is_alive() and seconds < timeout:
                     continue
                 del running[student]
-                free.append(cores)
+                free.append(share)
                 log = logs / f"{student}.log"
                 if worker.is_alive():
                     stop(worker)

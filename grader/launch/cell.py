@@ -66,8 +66,8 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     """Run ``fn(*args, **kwargs)`` on ``nprocs`` ranks and return their results by rank.
 
     ``nprocs`` defaults to :func:`hardware.parallel_ranks` and ``backend`` to
-    :func:`hardware.backend` (NCCL, one rank per GPU, with two GPUs or more; gloo on
-    CPU processes otherwise). CPU ranks get ``threads_per_rank`` threads each, by
+    ``hardware.backend(nprocs)`` (NCCL when this machine has a GPU for every rank; gloo
+    on CPU processes otherwise). CPU ranks get ``threads_per_rank`` threads each, by
     default the cores divided among the ranks, so they do not fight over cores.
     NCCL ranks are always spawned (a forked process cannot start CUDA once this one
     has asked about GPUs); CPU ranks are forked (fast), even once this process has
@@ -83,7 +83,7 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     nprocs = hardware.parallel_ranks() if nprocs is None else nprocs
     if nprocs < 1 or timeout <= 0:
         raise ValueError(f"nprocs must be at least 1 and timeout positive, got {nprocs} and {timeout}")
-    backend = backend or hardware.backend()
+    backend = backend or hardware.backend(nprocs)
     if backend == "nccl" and nprocs > hardware.gpu_count():
         raise ValueError(f"nccl needs one GPU per rank: {nprocs} ranks, {hardware.gpu_count()} GPUs")
     if backend == "nccl":

@@ -224,8 +224,8 @@ def shards_run(course, lesson, count):
     command = [installed()[0], "-m", "grader.grading.autograde", lesson]
     procs = [subprocess.Popen([*command, "--shard", f"{i}/{count}", "--workers", "1"], cwd=course, env=activated(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              preexec_fn=functools.partial(os.sched_setaffinity, 0, cores))
-             for i, cores in enumerate(core_sets(count))]
+                              preexec_fn=functools.partial(os.sched_setaffinity, 0, share.cores or os.sched_getaffinity(0)))
+             for i, share in enumerate(core_sets(count))]
     assert [proc.wait() for proc in procs] == [0] * count
     folders = sorted(str(p) for p in Path(course, "autograde_shards", lesson).iterdir())
     started = time.perf_counter()

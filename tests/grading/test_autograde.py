@@ -18,7 +18,7 @@ from nbgrader.api import Gradebook
 
 from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, parallel_autograde, points,
                       scores, submission, submit)
-from grader.grading.autograde import FORK, LOGS, core_sets, course_directory, pin, starts_ranks
+from grader.grading.autograde import FORK, LOGS, Share, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
 LESSON = "01_data_parallel"
@@ -78,24 +78,40 @@ def test_lessons_that_start_ranks_are_told_apart(monkeypatch):
     assert starts_ranks(coursedir, "02_ddp") and not starts_ranks(coursedir, LESSON)
 
 
-def _worker_starts_a_kernel(cores, out):
-    pin(cores)
-    with open(out, "w") as seen:  # what a kernel the worker starts counts, and its torch threads
+def _worker_starts_a_kernel(share, out):
+    pin(share)
+    with open(out, "w") as seen:  # what a kernel the worker starts counts, its torch threads, its affinity
         subprocess.run([sys.executable, "-c", "import os; from grader import hardware; "
-                        "print(hardware.cpu_cores(), os.environ['OMP_NUM_THREADS'])"], stdout=seen, check=True)
+                        "print(hardware.cpu_cores(), os.environ['OMP_NUM_THREADS'], len(os.sched_getaffinity(0)))"],
+                       stdout=seen, check=True)
 
 
 def test_each_worker_and_the_kernel_it_starts_keep_to_their_own_cores(tmp_path, monkeypatch):
-    assert core_sets(2, cores=[0, 1, 2, 3]) == [[0, 1], [2, 3]]
-    assert core_sets(3, cores=[5, 7]) == [[5], [7], [5, 7]]  # more workers than cores: they share
+    assert core_sets(2, affinity=[0, 1, 2, 3]) == [Share((0, 1), 2), Share((2, 3), 2)]
+    assert core_sets(3, affinity=[5, 7]) == [Share((5,), 1), Share((7,), 1), Share((5, 7), 2)]  # they share
+    assert core_sets(2, affinity=range(4, 8), quota=4.0) == [Share((4, 5), 2), Share((6, 7), 2)]  # a cpuset pod
+    assert core_sets(2, affinity=range(3), quota=2.5) == [Share((0,), 1), Share((1,), 1)]  # 3 cores, 2.5 CPUs
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    sets = core_sets(2)  # this machine's
-    assert all(not set(a) & set(b) for a, b in zip(sets, sets[1:])) or len(os.sched_getaffinity(0)) < 2
-    for i, cores in enumerate(sets):
-        worker = FORK.Process(target=_worker_starts_a_kernel, args=(cores, tmp_path / f"{i}.txt"))
+    shares = core_sets(2)  # this machine's
+    assert all(not set(a.cores) & set(b.cores) for a, b in zip(shares, shares[1:])) or len(os.sched_getaffinity(0)) < 2
+    for i, share in enumerate(shares):
+        worker = FORK.Process(target=_worker_starts_a_kernel, args=(share, tmp_path / f"{i}.txt"))
         worker.start()
         worker.join(60)
-        assert (tmp_path / f"{i}.txt").read_text().split() == [str(len(cores))] * 2
+        assert (tmp_path / f"{i}.txt").read_text().split() == [str(len(share.cores))] * 3
+
+
+def test_pods_under_a_cpu_quota_are_not_all_pinned_to_the_first_cores(tmp_path, monkeypatch):
+    # A pod of 8 CPUs on a 64-core node, with the default CPU manager: its affinity is the whole node,
+    # its limit a CFS quota. Every such pod pinning its workers to cores 0-7 would crowd them there.
+    assert core_sets(4, affinity=range(64), quota=8.0) == [Share(None, 2)] * 4
+    assert core_sets(3, affinity=range(64), quota=2.5) == [Share(None, 1)] * 3
+    # A worker kept to such a share stays where the scheduler puts it, and its kernel sizes itself to the share.
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    worker = FORK.Process(target=_worker_starts_a_kernel, args=(Share(None, 1), tmp_path / "seen.txt"))
+    worker.start()
+    worker.join(60)
+    assert (tmp_path / "seen.txt").read_text().split() == ["1", "1", str(len(os.sched_getaffinity(0)))]
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +234,7 @@ SHARD_LESSON = "00_foundations"
 def shard_process(course, lesson, index, count, *args):
     """``python -m grader.grading.autograde LESSON --shard I/N --workers 1 ARGS`` started in ``course`` as a pod runs it:
     a session of its own, on cores of its own (its share of this machine's)."""
-    cores = core_sets(count)[index]
+    cores = core_sets(count)[index].cores or os.sched_getaffinity(0)
     return subprocess.Popen([installed()[0], "-m", "grader.grading.autograde", lesson, "--shard", f"{index}/{count}",
                              "--workers", "1", *args], cwd=course, env=activated(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,

@@ -18,6 +18,7 @@ from nbclient import NotebookClient
 from grader import hardware
 from grader.launch import (LaunchTimeout, RankError, init_distributed, launch, progress, rank_backend,
                            start_method_for, torchrun, write_script)
+from grader.launch.rank import BACKEND
 from grader.models import mlp, synthetic_batch
 
 from conftest import free_port
@@ -279,6 +280,27 @@ def test_torchrun_ranks_use_nccl_only_with_a_gpu_for_each_rank_here(monkeypatch)
     monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     assert rank_backend() == "gloo"
+
+
+def _backend_here():
+    return os.environ[BACKEND]
+
+
+@pytest.mark.parametrize("cores", [1, 2, 16])
+def test_launch_picks_the_backend_for_the_ranks_it_was_asked_for(monkeypatch, cores):
+    # A one-GPU pod limited to one core: parallel_ranks() is 1, whose backend is NCCL; two ranks
+    # asked for there must be gloo CPU processes (the backend for 2 ranks), not refused as NCCL.
+    monkeypatch.setattr(hardware, "cpu_cores", lambda: cores)
+    for gpus in (0, 1, 2, 8):
+        monkeypatch.setattr(hardware, "gpu_count", lambda: gpus)
+        assert hardware.backend(2) == ("nccl" if gpus >= 2 else "gloo")
+        assert hardware.backend(1) == ("nccl" if gpus >= 1 else "gloo")
+        assert hardware.backend(gpus + 1) == "gloo"
+        assert hardware.backend() == ("nccl" if gpus >= 2 else "gloo")
+    # Where the rule says gloo, the ranks really run over gloo, one thread each or more.
+    for gpus, nprocs in ((0, 2), (1, 2), (2, 3)):
+        monkeypatch.setattr(hardware, "gpu_count", lambda: gpus)
+        assert launch(_backend_here, nprocs=nprocs, timeout=30, show_output=False) == ["gloo"] * nprocs
 
 
 def test_bad_arguments_are_refused_before_any_rank_starts():
