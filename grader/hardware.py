@@ -6,6 +6,7 @@ figure is never read without the hardware it came from.
 
 import os
 import platform
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -51,6 +52,29 @@ def gpu_count():
     if os.environ.get(CPU_RANK):
         return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+# The oldest torch the lessons are true on. Before 2.8, fully_shard ignored an explicit
+# reshard_after_forward=True on the root module, so lesson 03's "3Ψ as ZeRO-3" measured 2Ψ.
+# pyproject.toml and environment.yml ask for the same (tests/hub/test_packaging.py checks it);
+# a hub image keeps its own torch, so hub.smoke and `make gpu-check` check it where it runs.
+TORCH_FLOOR = (2, 8)
+
+
+def torch_below_floor(version=None):
+    """Why ``version`` (by default the installed torch's) is too old for the lessons, or None.
+
+    >>> torch_below_floor("2.13.0+cpu") is None
+    True
+    >>> torch_below_floor("2.7.1+cu126")
+    'torch 2.7.1+cu126 is older than 2.8, the oldest torch the lessons are true on: install torch>=2.8'
+    """
+    version = version or torch.__version__
+    found = tuple(int(n) for n in re.match(r"(\d+)\.(\d+)", version).groups())
+    if found >= TORCH_FLOOR:
+        return None
+    floor = ".".join(map(str, TORCH_FLOOR))
+    return f"torch {version} is older than {floor}, the oldest torch the lessons are true on: install torch>={floor}"
 
 
 CGROUP = "/sys/fs/cgroup"  # a container's own cgroup, as the container sees it

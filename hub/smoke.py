@@ -9,6 +9,8 @@ Every check prints one line, ``PASS``, ``FAIL`` or ``SKIPPED``, with its reason;
 exit status is 1 when any check failed, else 0:
 
 - ``course``: the toolkit (``grader``) and nbgrader import; which torch and hardware.
+- ``torch``: the installed torch (a hub image keeps its own) is no older than the oldest the
+  lessons are true on (:data:`grader.hardware.TORCH_FLOOR`).
 - ``gpus``: the GPUs this pod sees match the count expected (``--expected-gpus``, else the
   environment's ``COURSE_EXPECTED_GPUS``, which the profiles in ``hub/config.yaml`` set).
   A pod that sees more than it was given usually sees every GPU of its node.
@@ -19,6 +21,9 @@ exit status is 1 when any check failed, else 0:
 - ``nccl all-reduce``: one rank per GPU over NCCL (skipped, saying why, below 2 GPUs).
 - ``nccl from a kernel``: the lessons' path on a GPU pod: a real Jupyter kernel starts CUDA,
   then launches one NCCL rank per GPU that all-reduce (skipped, saying why, below 2 GPUs).
+- ``fsdp step``: two ranks, as the lessons start them (one per GPU over NCCL with 2 GPUs or
+  more, else CPU processes over gloo), train one ``fully_shard`` step that equals one process's.
+- ``pipeline``: a two-stage 1F1B pipeline on the same ranks runs every forward and backward.
 - ``lesson``: the first code cells of lesson 00's release notebook, run in a real kernel.
 - ``exchange`` and ``nbgitpuller``: what a class on the hub needs (skipped off a hub).
 
@@ -77,6 +82,19 @@ def check_course():
                                       f"package: install it (pip install {COURSE}) and run the smoke test again")
     return Result("course", PASS, f"grader from {where}, nbgrader {nbgrader.__version__}, "
                                   f"torch {torch.__version__} ({build}); {hardware.describe()}")
+
+
+def check_torch():
+    """The installed torch against the oldest the lessons are true on."""
+    import torch
+
+    from grader import hardware
+
+    why = hardware.torch_below_floor()
+    if why:
+        return Result("torch", FAIL, f"{why} (a hub image keeps its own torch: build it from a newer base image)")
+    floor = ".".join(map(str, hardware.TORCH_FLOOR))
+    return Result("torch", PASS, f"torch {torch.__version__}, the lessons need {floor} or newer")
 
 
 def check_gpus(expected=None):
@@ -218,6 +236,70 @@ def _gpus_or_skip(name):
     return gpus, None
 
 
+def _fsdp_rank(steps, per_rank):
+    """On each rank: lesson 03's FSDP2 step on a mesh of the ranks' devices; the full parameters after."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from grader.launch import init_distributed
+    from grader.models import mlp, synthetic_batch
+
+    rank, world, device = init_distributed()
+    model = fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+    return str(device), torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
+
+
+def check_fsdp(steps=2, per_rank=8):
+    """Two ranks train ``fully_shard`` steps, as lesson 03 does, and end where one process ends."""
+    import torch
+
+    from grader import hardware
+    from grader.launch import launch
+    from grader.models import mlp, synthetic_batch
+
+    backend = hardware.backend(2)
+    results = launch(_fsdp_rank, steps, per_rank, nprocs=2, backend=backend, timeout=120, show_output=False)
+    model = mlp(in_features=16, hidden=32)  # the reference: one CPU process, the whole batch
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = synthetic_batch(per_rank * 2, in_features=16)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    want = torch.cat([p.detach().flatten() for p in model.parameters()])
+    devices = ", ".join(d for d, _ in results)
+    off = max((got - want).abs().max().item() for _, got in results)
+    if off > 1e-5:
+        return Result("fsdp step", FAIL, f"2 ranks ({devices}, {backend}) trained {steps} fully_shard steps, but their "
+                                         f"parameters differ from one process's by up to {off:.2e}")
+    return Result("fsdp step", PASS, f"2 ranks ({devices}, {backend}) trained {steps} fully_shard steps equal to "
+                                     f"one process's (largest difference {off:.1e})")
+
+
+def check_pipeline(micro_batches=4):
+    """A two-stage 1F1B pipeline, as lesson 03 runs it: every forward and backward on its stage."""
+    from grader import hardware, pipeline
+
+    works = pipeline.run_schedule(micro_batches, "1f1b", stages=2, width=256, layers=4, batch=256)
+    done = sorted((w.rank, w.kind, w.micro) for w in works)
+    want = [(r, kind, m) for r in range(2) for kind in "BF" for m in range(micro_batches)]
+    on = f"2 stages ({hardware.backend(2)})"
+    if done != want:
+        return Result("pipeline", FAIL, f"{on}, 1F1B over {micro_batches} micro-batches ran {len(done)} of "
+                                        f"{len(want)} forwards and backwards")
+    return Result("pipeline", PASS, f"{on}, 1F1B over {micro_batches} micro-batches: every forward and backward "
+                                    f"ran; bubble {pipeline.bubble_fraction(works):.0%} measured, "
+                                    f"{pipeline.bubble_formula(2, micro_batches):.0%} by the formula")
+
+
 def check_nccl():
     """One rank per GPU all-reduces over NCCL (needs 2 GPUs or more)."""
     gpus, skipped = _gpus_or_skip("nccl all-reduce")
@@ -353,9 +435,10 @@ def run_checks(expected_gpus=None, notebook=LESSON, cells=5, shm="/dev/shm"):
     """
     if expected_gpus is None and os.environ.get(EXPECTED_GPUS, "").strip():
         expected_gpus = int(os.environ[EXPECTED_GPUS])
-    checks = [("course", check_course), ("gpus", lambda: check_gpus(expected_gpus)),
+    checks = [("course", check_course), ("torch", check_torch), ("gpus", lambda: check_gpus(expected_gpus)),
               ("/dev/shm", lambda: check_shm(shm)), ("gloo all-reduce", check_gloo),
               ("nccl all-reduce", check_nccl), ("nccl from a kernel", check_nccl_kernel),
+              ("fsdp step", check_fsdp), ("pipeline", check_pipeline),
               ("lesson", lambda: check_lesson(notebook, cells)),
               ("exchange", check_exchange), ("nbgitpuller", check_nbgitpuller)]
     for name, check in checks:

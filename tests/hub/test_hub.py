@@ -502,6 +502,14 @@ def test_exchange_check(monkeypatch, tmp_path):
     assert hub.smoke.check_exchange().status == PASS
 
 
+def test_a_torch_older_than_the_lessons_fails_the_torch_check(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch, "__version__", "2.7.1+cu126")
+    result = hub.smoke.check_torch()
+    assert result.status == FAIL and "torch 2.7.1+cu126 is older than 2.8" in result.reason
+
+
 def test_a_check_that_raises_fails_and_the_rest_still_run(monkeypatch):
     def broken():
         raise RuntimeError("no driver")
@@ -509,8 +517,8 @@ def test_a_check_that_raises_fails_and_the_rest_still_run(monkeypatch):
     monkeypatch.setattr(hub.smoke, "check_lesson", lambda *a: hub.smoke.Result("lesson", SKIPPED, "not here"))
     results = {r.check: r for r in hub.smoke.run_checks(expected_gpus=hardware.gpu_count())}
     assert results["gloo all-reduce"].status == FAIL and "RuntimeError: no driver" in results["gloo all-reduce"].reason
-    assert list(results) == ["course", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce",
-                             "nccl from a kernel", "lesson", "exchange", "nbgitpuller"]
+    assert list(results) == ["course", "torch", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce",
+                             "nccl from a kernel", "fsdp step", "pipeline", "lesson", "exchange", "nbgitpuller"]
 
 
 @pytest.mark.slow
@@ -544,6 +552,12 @@ def test_smoke_test_passes_on_this_machine_with_gpu_parts_skipped_visibly():
     status = {check: line.split()[0] for check, line in lines.items()}
     report = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}"
     assert status["course"] == PASS and status["gloo all-reduce"] == PASS, report
+    assert status["torch"] == PASS and "the lessons need 2.8 or newer" in lines["torch"], report
+    # Lesson 03's FSDP2 step and pipeline on the ranks the lessons use here (CPU processes below 2 GPUs).
+    assert status["fsdp step"] == PASS and status["pipeline"] == PASS, report
+    if hardware.gpu_count() < 2:
+        assert "2 ranks (cpu, cpu, gloo) trained 2 fully_shard steps equal" in lines["fsdp step"], report
+        assert "2 stages (gloo), 1F1B over 4 micro-batches: every forward and backward ran" in lines["pipeline"], report
     assert f"grader from {installed()[0].parents[1]}" in lines["course"], report
     assert status["lesson"] == PASS, report
     if not hardware.gpu_count():

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from grader import hardware
+
 from conftest import REPO, activated, installed, read_nb, wheel
 
 CONDA_NAMES = {"torch": "pytorch"}
@@ -73,6 +75,7 @@ def test_the_declared_torch_has_every_api_the_course_imports():
     lowest = tuple(int(n) for n in re.search(r">=\s*(\d+)\.(\d+)", dependency).groups())
     for api, release in FIRST_TORCH.items():
         assert lowest >= release, f"{api} needs torch>={release[0]}.{release[1]}, but pyproject asks for {dependency}"
+    assert lowest == hardware.TORCH_FLOOR  # the floor hub.smoke and gpu-check hold an installed torch to
     conda = (REPO / "environment.yml").read_text()
     assert f"pytorch>={lowest[0]}.{lowest[1]}" in conda
 
