@@ -214,6 +214,22 @@ def _scaling(kind, ranks, one_batch, per_rank, speedup, steps, warmup, rounds=1)
     return tables
 
 
+# A global batch each backend's ranks speed up: CPU ranks (one core each) gain from splitting
+# 512 samples of the course's MLP; a GPU does 512 in a fraction of a millisecond, less than the
+# kernel launches and the all-reduce cost, so GPU ranks get 64 times the work.
+STRONG_BATCH = {"gloo": 512, "nccl": 32768}
+
+
+def strong_batch(ranks):
+    """The global batch to scale over 1 to ``ranks`` ranks here (:data:`STRONG_BATCH` for the
+    backend :func:`ddp_backend` picks): enough work per step for the ranks to speed it up.
+
+    >>> strong_batch(2) == (32768 if ddp_backend(2) == "nccl" else 512)
+    True
+    """
+    return STRONG_BATCH[ddp_backend(ranks)]
+
+
 def strong_scaling(global_batch, ranks=None, steps=5, warmup=2):
     """Strong scaling: the same ``global_batch`` split over 1, 2, ... ranks (default: up to
     :func:`hardware.parallel_ranks`). Speedup T1 / TN; perfect is N.

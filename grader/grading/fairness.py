@@ -27,6 +27,12 @@ from grader.content import thresholds
 from grader.launch import LaunchTimeout
 
 
+# nbgrader_config.py's c.Execute.timeout (tests/grading/test_nbgrader.py keeps them equal): a
+# graded cell that runs longer is stopped and scores 0, so measurements stop well before it.
+CELL_SECONDS = 120
+BUDGET = 0.75 * CELL_SECONDS
+
+
 class Inconclusive(Exception):
     """A measured grade this machine could not decide; autograde leaves it to the instructor, with the numbers."""
 
@@ -43,7 +49,7 @@ class Verdict:
         return self.text
 
 
-def decide(measure, *, tries=3, pause=5.0, confirm=2):
+def decide(measure, *, tries=3, pause=5.0, confirm=2, budget=BUDGET):
     """Call ``measure()`` until its verdict is clear and return it; raise :class:`Inconclusive` if it never is.
 
     ``measure`` returns a :class:`Verdict` (or anything with ``passed``, ``busy`` and a
@@ -52,7 +58,10 @@ def decide(measure, *, tries=3, pause=5.0, confirm=2):
     learner's timing and spare the reference's). A failing one whose reference missed too is
     measured again after ``pause`` seconds (other work on the machine may have ended), at
     most ``tries`` times in all. Ranks stopped at their time-out (:class:`~grader.launch.LaunchTimeout`)
-    count as such a measurement: the machine was too busy for them.
+    count as such a measurement: the machine was too busy for them. All of it must fit in
+    ``budget`` seconds (three quarters of nbgrader's cell time-out): a measurement that would
+    not (the time so far, a pause and the longest measurement yet) is not started, and the
+    grade is :class:`Inconclusive` instead of a cell stopped at its time-out with 0 points.
 
     >>> decide(lambda: Verdict(True, False, "1.8x; reference 1.9x")).passed
     True
@@ -69,20 +78,33 @@ def decide(measure, *, tries=3, pause=5.0, confirm=2):
     Traceback (most recent call last):
     ...
     grader.grading.fairness.Inconclusive: re-grade on a quieter machine (measured 2 times): the measurement did not finish: ranks [0, 1] of 2 were stopped after 300 s
+    >>> def slow():
+    ...     time.sleep(0.2)
+    ...     return Verdict(False, True, "0.9x; reference 0.97x, needed 1.00x")
+    >>> decide(slow, pause=0, budget=0.3)
+    Traceback (most recent call last):
+    ...
+    grader.grading.fairness.Inconclusive: re-grade on a quieter machine (measured 1 time; another measurement would not fit in the cell's time): 0.9x; reference 0.97x, needed 1.00x
     """
-    failed = 0
+    failed, started, longest = 0, time.monotonic(), 0.0
     for attempt in range(1, tries + 1):
+        begun = time.monotonic()
         try:
             verdict = measure()
         except LaunchTimeout as stopped:  # ranks the machine was too busy to let finish: measured again
             verdict = Verdict(False, True, f"the measurement did not finish: {str(stopped).splitlines()[0]}")
+        longest = max(longest, time.monotonic() - begun)
         if verdict.passed:
             return verdict
         if not verdict.busy:
             failed += 1
             if failed >= confirm:
                 return verdict
-        elif attempt < tries:
+        pause_here = pause if verdict.busy else 0.0
+        if attempt < tries and time.monotonic() - started + pause_here + longest > budget:
+            raise Inconclusive(f"re-grade on a quieter machine (measured {attempt} time{'s' if attempt > 1 else ''}; "
+                               f"another measurement would not fit in the cell's time): {verdict}")
+        if verdict.busy and attempt < tries:
             time.sleep(pause)
     raise Inconclusive(f"re-grade on a quieter machine (measured {tries} times): {verdict}")
 

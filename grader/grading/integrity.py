@@ -1010,10 +1010,16 @@ class IsolatedExecute(Execute):
         super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
 
 
+# What the toolkit raises where this machine cannot decide a grade: a measurement whose reference
+# missed its bar too (grader.grading.fairness), a torch whose FSDP2 grader.memory cannot count.
+UNDECIDED = ("Inconclusive", "UnreadableTorch")
+
+
 class ManualGradeFlagged(NbGraderPreprocessor):
     """After ``SaveAutoGrades``: left to the instructor, saying why, are the tests after a flagged
-    answer, and measured tests this machine could not decide (they raised
-    :class:`grader.grading.fairness.Inconclusive`: the reference missed its bar too).
+    answer, and tests this machine could not decide (they raised
+    :class:`grader.grading.fairness.Inconclusive`: the reference missed its bar too; or
+    :class:`grader.memory.UnreadableTorch`: this torch's FSDP2 cannot be counted).
 
     Each such grade gets no automatic score and ``needs_manual_grade`` (the formgrader asks
     for a score), its cell an output that gives the reason (the feedback shows it), and a
@@ -1022,10 +1028,10 @@ class ManualGradeFlagged(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         flags = resources.get(KEY) or {"answers": {}, "tests": {}}
-        # Only the toolkit raises it: an answer that names it (its own class, say) is not believed.
-        named = any(is_solution(cell) and "Inconclusive" in cell.source for cell in nb.cells)
+        # Only the toolkit raises them: an answer that names one (its own class, say) is not believed.
+        named = any(is_solution(cell) and any(name in cell.source for name in UNDECIDED) for cell in nb.cells)
         undecided = {_grade_id(cell): output.evalue for cell in nb.cells if _is_test(cell) and not named
-                     for output in cell.outputs if output.output_type == "error" and output.ename == "Inconclusive"}
+                     for output in cell.outputs if output.output_type == "error" and output.ename in UNDECIDED}
         if not flags["answers"] and not undecided:
             return nb, resources
         info = resources["nbgrader"]

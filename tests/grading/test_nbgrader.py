@@ -16,6 +16,17 @@ def test_every_challenge_keeps_a_mutant():
         assert covered == set(points(lesson)), f"{lesson}: challenges without a mutant: {set(points(lesson)) - covered}"
 
 
+def test_measured_grades_stop_within_the_cell_time_out():
+    from traitlets.config import Config
+
+    from grader.grading import fairness
+
+    config = Config()
+    path = REPO / "nbgrader_config.py"
+    exec(path.read_text(), {"c": config, "get_config": lambda: config, "__file__": str(path)})
+    assert fairness.CELL_SECONDS == config.Execute.timeout and fairness.BUDGET < fairness.CELL_SECONDS
+
+
 @pytest.fixture(scope="module")
 def released(course):
     for lesson in LESSONS:

@@ -44,7 +44,7 @@ def fit_serial(ns, speedups):
 """
 
 MEASURED_SPEEDUPS = """
-GLOBAL_BATCH = 512
+GLOBAL_BATCH = scaling.strong_batch(max(SWEEP))
 points = scaling.strong_scaling(GLOBAL_BATCH, ranks=SWEEP, steps=15)
 MY_NS = [p.ranks for p in points]
 MY_SPEEDUPS = [p.speedup for p in points]
@@ -122,7 +122,7 @@ def fit_serial(ns, speedups):  # the first point is the one-rank baseline
     return sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
 
 """ + MEASURED_SPEEDUPS),
-    # Says 512 but sweeps a larger batch, which scales better.
+    # Says GLOBAL_BATCH but sweeps a larger batch, which scales better.
     "a_batch_of_its_own": ("c4_serial", SERIAL_FIT + MEASURED_SPEEDUPS.replace(
         "scaling.strong_scaling(GLOBAL_BATCH, ", "scaling.strong_scaling(2048, ")),
     # Weak scaling's speedups (the batch per rank of two ranks on every rank) fitted instead of strong's.
