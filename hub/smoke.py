@@ -236,8 +236,10 @@ def _gpus_or_skip(name):
     return gpus, None
 
 
-def _fsdp_rank(steps, per_rank):
-    """On each rank: lesson 03's FSDP2 step on a mesh of the ranks' devices; the full parameters after."""
+def fsdp_steps(steps, per_rank):
+    """On each rank: ``steps`` Adam steps of lesson 03's MLP under ``fully_shard``, on a mesh of the
+    ranks' devices, each rank on its slice of the batch. The full parameters after, and where the
+    first weight's shard lies: (mesh device type, shard device, shard shape, full shape)."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -254,29 +256,37 @@ def _fsdp_rank(steps, per_rank):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
         opt.step()
-    return str(device), torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu()
+    w = model[0].weight
+    shard = (w.device_mesh.device_type, str(w.to_local().device), tuple(w.to_local().shape), tuple(w.shape))
+    return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu(), shard
 
 
-def check_fsdp(steps=2, per_rank=8):
-    """Two ranks train ``fully_shard`` steps, as lesson 03 does, and end where one process ends."""
+def one_process_steps(steps, batch):
+    """The reference for :func:`fsdp_steps`: one CPU process, the whole batch; its parameters after."""
     import torch
 
-    from grader import hardware
-    from grader.launch import launch
     from grader.models import mlp, synthetic_batch
 
-    backend = hardware.backend(2)
-    results = launch(_fsdp_rank, steps, per_rank, nprocs=2, backend=backend, timeout=120, show_output=False)
-    model = mlp(in_features=16, hidden=32)  # the reference: one CPU process, the whole batch
+    model = mlp(in_features=16, hidden=32)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = synthetic_batch(per_rank * 2, in_features=16)
+    x, y = synthetic_batch(batch, in_features=16)
     for _ in range(steps):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    want = torch.cat([p.detach().flatten() for p in model.parameters()])
-    devices = ", ".join(d for d, _ in results)
-    off = max((got - want).abs().max().item() for _, got in results)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def check_fsdp(steps=2, per_rank=8):
+    """Two ranks train ``fully_shard`` steps, as lesson 03 does, and end where one process ends."""
+    from grader import hardware
+    from grader.launch import launch
+
+    backend = hardware.backend(2)
+    results = launch(fsdp_steps, steps, per_rank, nprocs=2, backend=backend, timeout=120, show_output=False)
+    want = one_process_steps(steps, 2 * per_rank)
+    devices = ", ".join(shard[1] for _, shard in results)
+    off = max((got - want).abs().max().item() for got, _ in results)
     if off > 1e-5:
         return Result("fsdp step", FAIL, f"2 ranks ({devices}, {backend}) trained {steps} fully_shard steps, but their "
                                          f"parameters differ from one process's by up to {off:.2e}")

@@ -29,18 +29,20 @@ import cloudpickle
 import pytest
 import torch
 import torch.distributed as dist
-from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 
 from grader import hardware, memory, pipeline, timing
 from grader.launch import init_distributed, launch
-from grader.models import mlp, synthetic_batch, transformer
+from grader.models import transformer
 
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # hub/ runs from a checkout: its smoke test's FSDP step is lesson 03's
+import hub.smoke  # noqa: E402
+from hub.smoke import fsdp_steps, one_process_steps  # noqa: E402
 
 # NCCL ranks are spawned: the functions below travel to them by value (a spawned rank could
-# not import this test module by name).
+# not import this test module, or hub/, by name).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(hub.smoke)
 
 GPUS = hardware.gpu_count()
 CPU_FORM = os.environ.get("GPU_TESTS_ON_CPU") == "1"
@@ -192,39 +194,12 @@ def test_interleaved_1f1b_on_two_gpus_holds_two_stages_each_and_shrinks_the_bubb
         assert formula - 0.1 <= measured <= formula + 0.2, f"measured bubble {measured:.0%}, formula {formula:.0%}"
 
 
-def _fsdp_train(steps, per_rank):
-    """On each rank: lesson 03's FSDP2 challenge on a mesh of the ranks' devices; the full parameters, and a shard."""
-    rank, world, device = init_distributed()
-    model = fully_shard(mlp(in_features=16, hidden=32).to(device), mesh=init_device_mesh(device.type, (world,)))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    mine = slice(rank * per_rank, (rank + 1) * per_rank)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
-        opt.step()
-    w = model[0].weight
-    shard = (w.device_mesh.device_type, str(w.to_local().device), tuple(w.to_local().shape), tuple(w.shape))
-    return torch.cat([p.full_tensor().detach().flatten() for p in model.parameters()]).cpu(), shard
-
-
-def _one_process(steps, batch):
-    """The reference: one CPU process, the whole batch."""
-    model = mlp(in_features=16, hidden=32)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = synthetic_batch(batch, in_features=16)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-
 @two_gpus
 def test_fsdp2_on_a_cuda_mesh_trains_like_one_process():
     on = Target(2)
-    results = launch(_fsdp_train, 4, 8, nprocs=2, backend=on.backend, show_output=False)
-    expected = _one_process(4, 16)
+    # Lesson 03's FSDP2 challenge, as the hub's smoke test runs it on a pod.
+    results = launch(fsdp_steps, 4, 8, nprocs=2, backend=on.backend, show_output=False)
+    expected = one_process_steps(4, 16)
     for rank, (params, shard) in enumerate(results):
         device = on.device(rank)  # half of the first weight's rows, on its GPU
         assert shard == (device.type, str(device), (16, 16), (32, 16))
@@ -270,7 +245,7 @@ def test_ranks_and_the_toolkit_compute_in_full_float32_where_the_image_forces_tf
     # this module imported by name from its own folder, the suite's conftest beside it.
     code = (f"import json, {Path(__file__).stem} as here\nfrom grader.launch import full_float32\n"
             "full_float32()\nprint(json.dumps(here._matmul_precision()))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True,
                           timeout=300)  # this environment, the override included
     assert proc.returncode == 0, proc.stderr[-3000:]
