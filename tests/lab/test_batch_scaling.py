@@ -128,5 +128,5 @@ def test_lesson_04_re_measures_its_rounds_in_one_start_per_rank_count():
     test = next(c for c in graded_cells(read_nb(lesson_notebook("source", "04_batch_scaling")), "grade")
                 if c["metadata"]["nbgrader"]["grade_id"] == "c4_serial_test")
     hidden = "".join(test["source"]).split("### BEGIN HIDDEN TESTS")[1]
-    assert "scaling.strong_scaling_rounds(batch, ranks=ranks" in hidden and "scaling.strong_scaling(" not in hidden
+    assert "scaling.strong_scaling_rounds(batch, ranks=ranks" in hidden and "scaling.strong_scaling(batch" not in hidden
     assert "batch = scaling.strong_batch(max(ranks))" in hidden  # sized for the ranks: GPU ranks get more work
