@@ -59,6 +59,7 @@ def gpu_count():
 # pyproject.toml and environment.yml ask for the same (tests/hub/test_packaging.py checks it);
 # a hub image keeps its own torch, so hub.smoke and `make gpu-check` check it where it runs.
 TORCH_FLOOR = (2, 8)
+TORCH_FLOOR_TEXT = "%d.%d" % TORCH_FLOOR
 
 
 def torch_below_floor(version=None):
@@ -73,8 +74,8 @@ def torch_below_floor(version=None):
     found = tuple(int(n) for n in re.match(r"(\d+)\.(\d+)", version).groups())
     if found >= TORCH_FLOOR:
         return None
-    floor = ".".join(map(str, TORCH_FLOOR))
-    return f"torch {version} is older than {floor}, the oldest torch the lessons are true on: install torch>={floor}"
+    return (f"torch {version} is older than {TORCH_FLOOR_TEXT}, the oldest torch the lessons are true on: "
+            f"install torch>={TORCH_FLOOR_TEXT}")
 
 
 CGROUP = "/sys/fs/cgroup"  # a container's own cgroup, as the container sees it

@@ -21,6 +21,8 @@ from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from . import hardware
+
 # Bytes per parameter of each model state, for Adam: fp32 keeps everything in 4-byte floats.
 # "mixed" is the accounting of the ZeRO and Megatron papers: 2-byte parameters and gradients,
 # plus an fp32 master copy and the two fp32 moments (2 + 2 + 12, K = 12 in ZeRO's 2 + 2 + K).
@@ -249,7 +251,8 @@ def training_step_bytes(model, optimizer, x):
 _COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                 "broadcast": "broadcast"}
 _COMMUNICATION = ("c10d", "_c10d_functional", "c10d_functional")  # namespaces of ops that only communicate
-_TORCH_KNOWN = "2.8 to 2.13"  # the torch releases whose FSDP2 :func:`watch` is written for
+# The torch releases whose FSDP2 :func:`watch` is written for: the course's floor to the newest tried.
+_TORCH_KNOWN = f"{hardware.TORCH_FLOOR_TEXT} to 2.13"
 
 
 @dataclass
@@ -281,9 +284,10 @@ def traffic(collectives):
     reduce-scatter followed by an all-gather), every other collective once.
 
     For a model of Ψ parameters, counted in values (Ψ values are its gradients, 4Ψ bytes in
-    fp32): DDP moves 2Ψ (one all-reduce); the ZeRO paper's stages 1 and 2 also 2Ψ (a reduce-scatter, then an all-gather of the updated parameters);
-    ``ZeroRedundancyOptimizer`` 3Ψ (DDP's all-reduce, then a broadcast of each rank's updated
-    parameters); ZeRO-3 3Ψ (an all-gather in forward and another in backward, a reduce-scatter).
+    fp32): DDP moves 2Ψ (one all-reduce); the ZeRO paper's stages 1 and 2 also 2Ψ (a
+    reduce-scatter, then an all-gather of the updated parameters); ``ZeroRedundancyOptimizer``
+    3Ψ (DDP's all-reduce, then a broadcast of each rank's updated parameters); ZeRO-3 3Ψ (an
+    all-gather in forward and another in backward, a reduce-scatter).
 
     >>> traffic([Collective("all_reduce", 100), Collective("broadcast", 60), Collective("broadcast", 40)])
     300

@@ -93,8 +93,7 @@ def check_torch():
     why = hardware.torch_below_floor()
     if why:
         return Result("torch", FAIL, f"{why} (a hub image keeps its own torch: build it from a newer base image)")
-    floor = ".".join(map(str, hardware.TORCH_FLOOR))
-    return Result("torch", PASS, f"torch {torch.__version__}, the lessons need {floor} or newer")
+    return Result("torch", PASS, f"torch {torch.__version__}, the lessons need {hardware.TORCH_FLOOR_TEXT} or newer")
 
 
 def check_gpus(expected=None):

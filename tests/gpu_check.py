@@ -119,7 +119,7 @@ def facts():
         "GPUs": ", ".join(f"{g.index}: {g.name} ({g.memory_gib:g} GiB)" for g in hardware.gpus()) or "none",
         "driver": _nvidia_driver() or "none",
         "torch": torch.__version__,
-        "torch floor": ".".join(map(str, hardware.TORCH_FLOOR)) + " (the oldest torch the lessons are true on)",
+        "torch floor": f"{hardware.TORCH_FLOOR_TEXT} (the oldest torch the lessons are true on)",
         "CUDA": torch.version.cuda or "none (a CPU build of torch)",
         "cuDNN": str(torch.backends.cudnn.version()) if cuda else "none",
         "NCCL": nccl,

@@ -100,12 +100,13 @@ def decide(measure, *, tries=3, pause=5.0, confirm=2, budget=BUDGET):
             failed += 1
             if failed >= confirm:
                 return verdict
-        pause_here = pause if verdict.busy else 0.0
-        if attempt < tries and time.monotonic() - started + pause_here + longest > budget:
+        if attempt == tries:
+            break
+        wait = pause if verdict.busy else 0.0  # a learner's miss is confirmed at once
+        if time.monotonic() - started + wait + longest > budget:
             raise Inconclusive(f"re-grade on a quieter machine (measured {attempt} time{'s' if attempt > 1 else ''}; "
                                f"another measurement would not fit in the cell's time): {verdict}")
-        if verdict.busy and attempt < tries:
-            time.sleep(pause)
+        time.sleep(wait)
     raise Inconclusive(f"re-grade on a quieter machine (measured {tries} times): {verdict}")
 
 
