@@ -31,6 +31,7 @@ import functools
 import importlib.machinery
 import importlib.util
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -49,9 +50,10 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
+from grader.grading import sandbox
+
 KEY = "course_integrity"
 NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
-SANDBOX = "--InteractiveShellApp.extensions=grader.grading.sandbox"  # no writes to the process's memory
 
 # Modules an answer may use. Everything else a lesson's answers never need (sys, inspect,
 # importlib, subprocess, ctypes, gc, builtins, ...), and is refused.
@@ -988,9 +990,11 @@ class IsolatedExecute(Execute):
     a ``grader/`` folder shipped beside the notebook, or a module written while it runs, is
     never imported: the toolkit comes from the installed package), with a ``HOME``, an
     IPython directory and a temporary folder of its own (no start-up files, no profile), no
-    user site-packages and no ``PYTHONSTARTUP``; all of it is deleted afterwards. The kernel,
-    and every process it starts, writes files only in those folders (:mod:`grader.grading.sandbox`),
-    so no answer rewrites the tests' code through ``/proc/self/mem`` or plants a module.
+    user site-packages and no ``PYTHONSTARTUP``; all of it is deleted afterwards. It starts
+    inside :mod:`grader.grading.sandbox` (``python -m grader.grading.sandbox`` in place of
+    ``ipykernel_launcher``): the kernel and every process it starts write files only in those
+    folders, read nothing of the course directory, the exchange or the instructor's home
+    (:meth:`secrets`), and reach no other process's memory.
     """
 
     def preprocess(self, nb, resources=None, km=None):
@@ -1000,13 +1004,32 @@ class IsolatedExecute(Execute):
                 (self.room / part).mkdir()
             return super().preprocess(nb, resources, km)
 
+    def secrets(self):
+        """Paths the grading kernel must not read: the course directory, the exchange, this user's home and
+        Jupyter's runtime folder (other kernels' connection files)."""
+        from jupyter_core.paths import jupyter_runtime_dir
+        from nbgrader.exchange.default.exchange import Exchange
+
+        return [CourseDirectory(parent=self).root, Exchange(parent=self).root, os.path.expanduser("~"),
+                jupyter_runtime_dir()]
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        argv = km.kernel_spec.argv
+        if "ipykernel_launcher" in argv:
+            argv[argv.index("ipykernel_launcher")] = "grader.grading.sandbox"
+        else:
+            self.log.warning("Grading sandbox: kernel %s does not start ipykernel_launcher (%s); it runs unconfined",
+                             km.kernel_name, argv)
+        return km
+
     def start_new_kernel(self, **kwargs):
         # Not the learner's progress file either: a graded notebook's review widgets keep theirs in the room.
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS")}
         env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), TMPDIR=str(self.room / "tmp"),
-                   PYTHONNOUSERSITE="1")
-        self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD, SANDBOX) if a not in self.extra_arguments)]
+                   PYTHONNOUSERSITE="1", **{sandbox.SECRETS: json.dumps(self.secrets())})
+        self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD,) if a not in self.extra_arguments)]
         super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
 
 

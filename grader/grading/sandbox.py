@@ -1,81 +1,215 @@
-"""The grading kernel writes only its own files: Linux's Landlock, applied as the kernel starts.
+"""The grading kernel's sandbox: what it, and every process it starts, may read, write and reach.
 
-Code in an answer cell runs in the process that runs the tests. Through ``/proc/self/mem`` it
-could rewrite any function of that process (a check's code, ``torch.allclose``), and through a
-module written into the course's environment it could run code the scan never reads, in this
-kernel or the next student's. :class:`grader.grading.integrity.IsolatedExecute` starts each
-grading kernel with this module as an IPython extension, which restricts the kernel, and every
-process it starts (the ranks of a measurement), to writing files in its own folders: its working
-directory, ``HOME``, IPython directory and temporary folder (``TMPDIR``, which ``IsolatedExecute``
-gives it in its own room), and of ``/dev`` the usual streams and shared memory. Nothing under
-``/proc``, ``/sys``, the installed packages or the machine's ``/tmp``. Reading stays as it was.
+Code in an answer cell runs in the grading kernel, and so does every process it starts (the
+ranks of a measurement, a script run through ``torchrun``). :class:`grader.grading.integrity.IsolatedExecute`
+starts that kernel as ``python -m grader.grading.sandbox -f CONNECTION_FILE``: this module locks the
+process while it still has one thread, then runs IPython's kernel in it, so every thread and
+child inherits the lock. Two mechanisms of Linux:
 
-Landlock needs Linux 5.13 or later with it enabled; where it is missing :func:`lock` returns a
-reason instead (printed as the kernel starts), and the scan alone refuses the routes to memory
-it knows.
+- **Landlock** (:func:`confine_files`), files: write only in the kernel's own folders (working
+  directory, ``HOME``, IPython directory, temporary folder) and a few devices; read only those,
+  the Python environment (its libraries and the ``grader`` package), the system's libraries and
+  settings (``/usr/lib``, ``/etc``, ...), ``/proc``, ``/sys`` and the connection file. Never the
+  course directory (gradebook, source notebooks, other students' submissions), the exchange or
+  the instructor's home: paths named in ``COURSE_SANDBOX_SECRETS`` are checked to lie outside
+  every rule. Landlock's scopes also keep signals and abstract sockets inside the sandbox, and
+  a Landlocked process cannot trace, or read or write the memory of, any process outside it
+  (nbgrader, the other students' kernels).
+- **seccomp** (:func:`deny_syscalls`), for every thread: no ``ptrace``, ``process_vm_readv`` or
+  ``process_vm_writev``, ``perf_event_open``, ``pidfd_getfd``, ``process_madvise``, ``kcmp``, so a
+  rank cannot write into the kernel that runs the tests; ``no_new_privs`` first, so no set-uid
+  program regains anything.
+
+Each returns the reasons it could not be applied (an old kernel, another architecture); they are
+printed as the kernel starts, so grading's log says what was left open.
 
 >>> import subprocess, sys
 >>> code = "from grader.grading import sandbox; print(sandbox.lock()); open('/proc/self/mem', 'r+b')"
 >>> out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
->>> out.stdout.strip() == "None" and "PermissionError" in out.stderr or out.stdout.startswith("Landlock")
+>>> out.stdout.strip() == "[]" and "PermissionError" in out.stderr or "unavailable" in out.stdout
 True
 """
 
 import ctypes
+import glob
+import json
 import os
+import runpy
 import struct
+import sys
+import sysconfig
 import tempfile
+from pathlib import Path
 
-# Syscall numbers (x86_64, aarch64) and the file-write rights Landlock handles here.
-SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
-WRITE_FILE, TRUNCATE = 1 << 1, 1 << 14
+SECRETS = "COURSE_SANDBOX_SECRETS"  # a JSON list of paths the kernel must not read
+
+# ---- Landlock ----
+LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
+READ_FILE, WRITE_FILE, READ_DIR, TRUNCATE = 1 << 2, 1 << 1, 1 << 3, 1 << 14
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 PATH_BENEATH, NO_NEW_PRIVS = 1, 38
-# Under /dev, what a kernel and its ranks write: streams, terminals and shared memory.
+# Under /dev, what a kernel and its ranks use: streams, terminals, shared memory and the GPUs.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/random", "/dev/urandom")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+# The system's libraries, settings and kernel interfaces: read only. Not /usr/local/share (nbgrader's
+# exchange), /home, /root, /srv or /tmp.
+SYSTEM = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/bin", "/usr/sbin", "/usr/share", "/usr/local/lib",
+          "/usr/local/bin", "/usr/local/cuda*", "/usr/local/nvidia", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc",
+          "/proc", "/sys", "/run/nvidia-persistenced")
+
+# ---- seccomp ----
+# System calls that reach another process's memory or trace it: refused with EPERM.
+DENIED = {"x86_64": {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "perf_event_open": 298,
+                     "kcmp": 312, "pidfd_getfd": 438, "process_madvise": 440},
+          "aarch64": {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "perf_event_open": 241,
+                      "kcmp": 272, "pidfd_getfd": 438, "process_madvise": 440}}
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+SECCOMP_SYSCALL = {"x86_64": 317, "aarch64": 277}
+SET_MODE_FILTER, FILTER_FLAG_TSYNC = 1, 1
+RET_ALLOW, RET_ERRNO, EPERM = 0x7FFF0000, 0x00050000, 1
+LD_W_ABS, JEQ_K, JGE_K, RET_K = 0x20, 0x15, 0x35, 0x06
+X32_BIT = 0x40000000  # x86_64's x32 calls: another numbering, refused whole
 
 
-def lock():
-    """Allow this process (and what it starts) to write files only in its own folders (see above).
-
-    Returns None once applied, or why it could not be (an old kernel, Landlock disabled).
-    """
-    calls = SYSCALLS.get(os.uname().machine)
-    if calls is None:
-        return f"Landlock unavailable: no syscall numbers for {os.uname().machine}"
-    create, add_rule, restrict = calls
+def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def readable_paths(connection_file=None):
+    """What the kernel may read (besides what it may write): the system, the Python environment, the toolkit.
+
+    >>> import grader
+    >>> paths = readable_paths()
+    >>> os.path.dirname(grader.__file__) in paths and "/proc" in paths and "/" not in paths
+    True
+    """
+    import grader
+
+    places = [*SYSTEM, os.path.dirname(grader.__file__)]
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        places += [os.path.join(prefix, part) for part in ("lib", "lib64", "bin", "pyvenv.cfg")]
+    places += [p for p in sysconfig.get_paths().values()] + [p for p in sys.path if p.endswith(("-packages", ".zip"))]
+    if connection_file:
+        places.append(connection_file)
+    return sorted({match for place in places for match in (glob.glob(place) if "*" in place else [place])})
+
+
+def writable_paths():
+    """The kernel's own folders (working directory, HOME, IPython directory, temporary folder) and devices."""
+    own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir()]
+    return [*filter(None, own), *DEVICES, *GPU_DEVICES]
+
+
+def _beneath(path, place):
+    try:
+        return Path(path).resolve().is_relative_to(Path(place).resolve())
+    except OSError:
+        return False
+
+
+def confine_files(connection_file=None, secrets=()):
+    """Landlock this process (and what it starts): read and write only the paths above. Returns what was left open.
+
+    A rule that would open a path of ``secrets`` (a folder holding one) is left out and reported.
+    """
+    calls = LANDLOCK.get(os.uname().machine)
+    if calls is None:
+        return [f"Landlock unavailable: no syscall numbers for {os.uname().machine}; answers may read any file"]
+    create, add_rule, restrict = calls
+    libc = _libc()
     abi = libc.syscall(create, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
     if abi < 1:
-        return f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"
-    handled = WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
-    attr = struct.pack("Q", handled)
+        return [f"Landlock unavailable ({os.strerror(ctypes.get_errno())}): answers may read any file and write "
+                "their own process's memory through /proc"]
+    left = []
+    write = WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
+    read = READ_FILE | READ_DIR
+    if abi >= 6:
+        attr = struct.pack("QQQ", write | read, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+    else:
+        attr = struct.pack("Q", write | read)
+        left.append(f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox")
     ruleset = libc.syscall(create, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
-        return f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"
+        return [f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"]
     try:
-        own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir()]
-        for place in [*filter(None, own), *DEVICES]:
+        rules = [(place, write | read) for place in writable_paths()] + \
+                [(place, read) for place in readable_paths(connection_file)]
+        for place, rights in rules:
+            holds = [s for s in secrets if _beneath(s, place)]
+            if holds:
+                left.append(f"not readable: {place} (it holds {holds[0]})")
+                continue
             try:
                 fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue  # not on this machine
             try:
-                rule = struct.pack("=Qi", handled, fd)
+                if not os.path.isdir(place):
+                    rights &= READ_FILE | WRITE_FILE | TRUNCATE  # a file takes file rights only
+                rule = struct.pack("=Qi", rights, fd)
                 libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(PATH_BENEATH), ctypes.c_char_p(rule),
                              ctypes.c_uint32(0))
             finally:
                 os.close(fd)
         libc.prctl(NO_NEW_PRIVS, 1, 0, 0, 0)
         if libc.syscall(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            return f"Landlock not applied: {os.strerror(ctypes.get_errno())}"
+            return [*left, f"Landlock not applied: {os.strerror(ctypes.get_errno())}"]
     finally:
         os.close(ruleset)
-    return None
+    return left
 
 
-def load_ipython_extension(ipython):
-    """IPython calls this as the grading kernel starts (``--InteractiveShellApp.extensions``)."""
-    reason = lock()
-    if reason:
-        print(f"Grading integrity: {reason}; the scan alone keeps answers from the process's memory")
+def _filter(arch, denied):
+    """The seccomp program (classic BPF): another architecture or x32 call, or a denied call, gets EPERM."""
+    deny = RET_ERRNO | EPERM
+    program = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH[arch]), (RET_K, 0, 0, deny), (LD_W_ABS, 0, 0, 0)]
+    if arch == "x86_64":
+        program.append((JGE_K, len(denied) + 1, 0, X32_BIT))
+    program += [(JEQ_K, len(denied) - i, 0, number) for i, number in enumerate(denied)]
+    program += [(RET_K, 0, 0, RET_ALLOW), (RET_K, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *op) for op in program)
+
+
+def deny_syscalls():
+    """seccomp, for every thread of this process and all it starts: refuse the calls that reach another
+    process's memory (``DENIED``). Returns what was left open."""
+    arch = os.uname().machine
+    if arch not in DENIED:
+        return [f"seccomp: no system call numbers for {arch}; processes the answer starts may trace the kernel"]
+    libc = _libc()
+    code = _filter(arch, sorted(DENIED[arch].values()))
+    buffer = ctypes.create_string_buffer(code)
+    program = struct.pack("HxxxxxxQ", len(code) // 8, ctypes.addressof(buffer))
+    libc.prctl(NO_NEW_PRIVS, 1, 0, 0, 0)
+    if libc.syscall(SECCOMP_SYSCALL[arch], SET_MODE_FILTER, FILTER_FLAG_TSYNC, ctypes.c_char_p(program)) != 0:
+        return [f"seccomp not applied ({os.strerror(ctypes.get_errno())}): processes the answer starts may trace "
+                "the kernel"]
+    return []
+
+
+def lock(connection_file=None, secrets=()):
+    """Apply both (see above). Returns the list of what could not be applied: empty when all was.
+
+    >>> lock.__doc__.startswith("Apply both")
+    True
+    """
+    return confine_files(connection_file, secrets) + deny_syscalls()
+
+
+def main(argv):
+    """``python -m grader.grading.sandbox -f CONNECTION_FILE``: lock, then run IPython's kernel here."""
+    connection = argv[argv.index("-f") + 1] if "-f" in argv else None
+    secrets = json.loads(os.environ.pop(SECRETS, "[]"))
+    for reason in lock(connection, secrets):
+        print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
+    if sys.path and sys.path[0] == os.getcwd():  # `python -m` puts the working directory first; the kernel has none
+        del sys.path[0]
+    sys.argv = ["ipykernel_launcher", *argv]
+    runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -6,6 +6,7 @@ to manual grading with the reason; right answers, however written, keep every ma
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
+from traitlets.config import Config
 
 from conftest import (LESSONS, copy_course, lesson_notebook, nbgrader, parallel_autograde, points, read_nb, submission,
                       submit)
@@ -542,33 +544,57 @@ def test_the_scan_flags_every_cheat_and_no_right_answer():
             assert findings(lesson, {gid: code}) == {gid: []}, (lesson, name)
 
 
-def test_a_graded_kernel_writes_only_its_own_files(tmp_path):
+# A process the answer starts writes into the kernel's memory (round 10's cheat), run from a cell.
+CHILD_WRITES_THE_KERNEL = """import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(8)
+iov = struct.pack("QQ", ctypes.addressof(buf), 8)
+print("process_vm_writev", libc.syscall(311, os.getppid(), iov, 1, iov, 1, 0), os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_a_graded_kernel_writes_only_its_own_files_reads_no_course_file_and_reaches_no_other_process(tmp_path):
     locked = subprocess.run([sys.executable, "-c", "from grader.grading import sandbox; print(sandbox.lock())"],
                             capture_output=True, text=True).stdout.strip()
-    if locked != "None":
-        pytest.skip(f"this machine's kernel has no Landlock: {locked}")
-    code = """
-import pathlib
-for mode in ("r+b", "wb"):
+    if locked != "[]":
+        pytest.skip(f"this machine lacks a mechanism of the sandbox: {locked}")
+    course = tmp_path / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "gradebook.db").write_text("the hidden tests' inputs")
+    code = f"""
+import ctypes, os, pathlib, subprocess, sys, sysconfig
+
+
+def attempt(what, action):
     try:
-        open(pathlib.Path("/", "proc", "self", "mem"), mode, buffering=0)
-        print("opened", mode)
+        action()
+        print(what, "done")
     except OSError as error:
-        print(mode, type(error).__name__)
-import sysconfig
-try:  # the course's environment: a module planted there would run in the next student's kernel
-    open(pathlib.Path(sysconfig.get_paths()["purelib"], "planted.py"), "w")
-    print("planted")
-except OSError as error:
-    print("site-packages", type(error).__name__)
+        print(what, type(error).__name__)
+
+
+attempt("write own memory", lambda: open(pathlib.Path("/", "proc", "self", "mem"), "r+b", buffering=0))
+# the course's environment: a module planted there would run in the next student's kernel
+attempt("plant a module", lambda: open(pathlib.Path(sysconfig.get_paths()["purelib"], "planted.py"), "w"))
+attempt("read the gradebook", lambda: open({str(course / "gradebook.db")!r}).read())
+attempt("list the course", lambda: os.listdir({str(course / "source")!r}))
+attempt("list the instructor's home", lambda: os.listdir({os.path.expanduser("~")!r}))
+attempt("signal nbgrader", lambda: os.kill(os.getppid(), 0))
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", libc.syscall(101, 0, 0, 0, 0), os.strerror(ctypes.get_errno()))  # PTRACE_TRACEME
+print(subprocess.run([sys.executable, "-c", {CHILD_WRITES_THE_KERNEL!r}], capture_output=True, text=True).stdout, end="")
 pathlib.Path("answer.txt").write_text("an answer's own file")
 print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().split()[0])
 """
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    IsolatedExecute(timeout=120).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
-    assert nb.cells[0].outputs[0]["text"] == ("r+b PermissionError\nwb PermissionError\nsite-packages PermissionError\n"
-                                              "an answer's own file Name:\n")
+    execute = IsolatedExecute(timeout=120, config=Config({"CourseDirectory": {"root": str(course)}}))
+    execute.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert [o.get("text", o.get("evalue")) for o in nb.cells[0].outputs] == [
+        "write own memory PermissionError\nplant a module PermissionError\nread the gradebook PermissionError\n"
+        "list the course PermissionError\nlist the instructor's home PermissionError\nsignal nbgrader PermissionError\n"
+        "ptrace -1 Operation not permitted\nprocess_vm_writev -1 Operation not permitted\n"
+        "an answer's own file Name:\n"]
 
 
 def test_a_test_cell_that_does_not_print_its_token_scores_zero():
