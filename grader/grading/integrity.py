@@ -26,6 +26,7 @@ The guarantee therefore rests on what nbgrader's process controls, set in
 import ast
 import builtins
 import collections.abc
+import contextlib
 import copy
 import functools
 import importlib.machinery
@@ -50,9 +51,10 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
-from grader.grading import sandbox
+from grader.grading import remote, sandbox
 
 KEY = "course_integrity"
+IN_KERNEL = "graded-in-kernel"  # a test cell tag: run in the answer's kernel (see IsolatedExecute)
 NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
 
 # Modules an answer may use. Everything else a lesson's answers never need (sys, inspect,
@@ -984,29 +986,46 @@ class CheckStamps(NbGraderPreprocessor):
 
 
 class IsolatedExecute(Execute):
-    """nbgrader's ``Execute`` in a clean room: nothing beside the submission or left by an earlier kernel runs.
+    """nbgrader's ``Execute`` in a clean room, and with the verdicts out of the answer's reach.
 
-    The kernel starts in an empty working directory, which IPython leaves off ``sys.path`` (so
-    a ``grader/`` folder shipped beside the notebook, or a module written while it runs, is
-    never imported: the toolkit comes from the installed package), with a ``HOME``, an
-    IPython directory and a temporary folder of its own (no start-up files, no profile), no
-    user site-packages and no ``PYTHONSTARTUP``; all of it is deleted afterwards. It starts
-    inside :mod:`grader.grading.sandbox` (``python -m grader.grading.sandbox`` in place of
-    ``ipykernel_launcher``): the kernel and every process it starts write files only in those
-    folders, read nothing of the course directory, the exchange or the instructor's home
-    (:meth:`secrets`), and reach no other process's memory.
+    The notebook runs in two kernels, each started in an empty working directory, which
+    IPython leaves off ``sys.path`` (so a ``grader/`` folder shipped beside the notebook, or a
+    module written while it runs, is never imported), with a ``HOME``, an IPython directory and
+    a temporary folder of its own (no start-up files, no profile), no user site-packages and no
+    ``PYTHONSTARTUP``; all of it is deleted afterwards.
+
+    - **The answer's kernel** runs the lesson's cells and the answer cells. It starts inside
+      :mod:`grader.grading.sandbox` (``python -m grader.grading.sandbox`` in place of
+      ``ipykernel_launcher``): it and every process it starts write files only in its own
+      folders, read nothing of the course directory, the exchange or the instructor's home
+      (:meth:`secrets`), and reach no other process's memory.
+    - **The grader's kernel** runs the lesson's cells too (its own copies of the lesson's
+      objects) and the test cells, whose outputs decide the points. After each answer cell it
+      binds the names the cell defines (:func:`answer_names`) to the answer's kernel
+      (:func:`grader.grading.remote.bind`): a test's call runs the student's function there with
+      inputs the test chose, and only data comes back.
+
+    A test cell tagged ``graded-in-kernel`` (``IN_KERNEL``: its checks read records that only the
+    answer's kernel holds) still runs in the answer's kernel.
     """
 
     def preprocess(self, nb, resources=None, km=None):
+        self.grader_kernel = None
         with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as room:
             self.room = Path(room)
             for part in ("home", "ipython", "work", "tmp"):
-                (self.room / part).mkdir()
-            return super().preprocess(nb, resources, km)
+                for kernel in ("answers", "grader"):
+                    (self.room / kernel / part).mkdir(parents=True)
+            try:
+                return super().preprocess(nb, resources, km)
+            finally:
+                if self.grader_kernel is not None:
+                    with self._in_grader_kernel():
+                        self._cleanup_kernel()
 
     def secrets(self):
-        """Paths the grading kernel must not read: the course directory, the exchange, this user's home and
-        Jupyter's runtime folder (other kernels' connection files)."""
+        """Paths the answer's kernel must not read: the course directory, the exchange, this user's home and
+        Jupyter's runtime folder (other kernels' connection files, the grader's kernel's among them)."""
         from jupyter_core.paths import jupyter_runtime_dir
         from nbgrader.exchange.default.exchange import Exchange
 
@@ -1016,6 +1035,8 @@ class IsolatedExecute(Execute):
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         argv = km.kernel_spec.argv
+        if self.grader_kernel is False:  # the grader's own kernel: as the kernelspec starts it
+            return km
         if "ipykernel_launcher" in argv:
             argv[argv.index("ipykernel_launcher")] = "grader.grading.sandbox"
         else:
@@ -1024,13 +1045,101 @@ class IsolatedExecute(Execute):
         return km
 
     def start_new_kernel(self, **kwargs):
+        kernel = "grader" if self.grader_kernel is False else "answers"
         # Not the learner's progress file either: a graded notebook's review widgets keep theirs in the room.
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS")}
-        env.update(HOME=str(self.room / "home"), IPYTHONDIR=str(self.room / "ipython"), TMPDIR=str(self.room / "tmp"),
-                   PYTHONNOUSERSITE="1", **{sandbox.SECRETS: json.dumps(self.secrets())})
+        room = self.room / kernel
+        env.update(HOME=str(room / "home"), IPYTHONDIR=str(room / "ipython"), TMPDIR=str(room / "tmp"), PYTHONNOUSERSITE="1")
+        if kernel == "answers":
+            env[sandbox.SECRETS] = json.dumps(self.secrets())
+            withheld = self.nb.metadata.get("course", {}).get("withheld", [])
+            if withheld and self._verdicts_outside():
+                env.update({sandbox.WITHHELD: json.dumps(withheld), sandbox.TOOLKIT: str(room / "toolkit")})
+        else:
+            env.update({remote.ANSWERS: self.answers_km.connection_file,
+                        remote.ANSWERS_PID: str(self.answers_km.provisioner.pid)})
         self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD,) if a not in self.extra_arguments)]
-        super().start_new_kernel(cwd=str(self.room / "work"), env=env, **kwargs)
+        super().start_new_kernel(cwd=str(room / "work"), env=env, **kwargs)
+
+    @contextlib.contextmanager
+    def _in_grader_kernel(self):
+        """Run what follows in the grader's kernel (started the first time, beside the answer's)."""
+        answers = self.km, self.kc
+        if self.grader_kernel is None:
+            self.answers_km, self.grader_kernel, self.km, self.kc = self.km, False, None, None
+            try:
+                self.km = self.create_kernel_manager()
+                self.start_new_kernel()
+                self.start_new_kernel_client()
+                self.grader_kernel = self.km, self.kc
+            finally:
+                self.km, self.kc = answers
+        self.km, self.kc = self.grader_kernel
+        try:
+            yield
+        finally:
+            self.km, self.kc = answers
+
+    def preprocess_cell(self, cell, resources, index):
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type != "code" or self.skip_cells_with_tag in tags or not self._verdicts_outside():
+            return super().preprocess_cell(cell, resources, index)
+        if _is_test(cell) and IN_KERNEL not in tags:
+            with self._in_grader_kernel():
+                return super().preprocess_cell(cell, resources, index)
+        if is_solution(cell) or _is_test(cell):
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if is_solution(cell):
+                self._in_grader(f"__import__('grader.grading.remote', fromlist=['bind']).bind(globals(), "
+                                f"{answer_names(cell.source)!r})", index, "binding the answer's names")
+            return cell, resources
+        # The lesson's own cell: in the answer's kernel for the objects answers use (where a function the
+        # grading build withholds fails, the lesson's output is not lost), and in the grader's, whose output shows.
+        self._run_aside(copy.deepcopy(cell), index, "the lesson's cell, in the answer's kernel,")
+        with self._in_grader_kernel():
+            return super().preprocess_cell(cell, resources, index)
+
+    def _verdicts_outside(self):
+        return any(_is_test(c) and IN_KERNEL not in c.metadata.get("tags", []) for c in self.nb.cells)
+
+    def _in_grader(self, source, index, what):
+        """Run ``source`` in the grader's kernel; its outputs are not the notebook's. An error is logged:
+        the tests after it may fail for the grader's sake, not the student's."""
+        with self._in_grader_kernel():
+            self._run_aside(nbformat.v4.new_code_cell(source), index, f"{what}, in the grader's kernel,")
+
+    def _run_aside(self, scratch, index, what):
+        """Execute the cell ``scratch`` where cell ``index`` runs, leaving the notebook's cell as it was."""
+        kept = self.nb.cells[index]
+        try:
+            self.execute_cell(scratch, index, store_history=True)
+        finally:
+            self.nb.cells[index] = kept
+        for output in scratch.outputs:
+            if output.output_type == "error":
+                self.log.warning("Grading: %s (cell %d) failed: %s: %s", what, index, output.ename, output.evalue)
+
+
+def answer_names(source):
+    """The names an answer cell binds at its top level (functions, classes, assignments), which the
+    tests may use: read from its source, so an answer that binds others only loses its own points.
+
+    >>> answer_names("import math\n\n\ndef f(x):\n    y = 1\n\n\nN, M = 2, 3\nclass C:\n    pass\nZ: int = 4")
+    ['C', 'M', 'N', 'Z', 'f']
+    """
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return []
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return sorted(names)
 
 
 # What the toolkit raises where this machine cannot decide a grade: a measurement whose reference

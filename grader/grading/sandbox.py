@@ -30,11 +30,13 @@ printed as the kernel starts, so grading's log says what was left open.
 True
 """
 
+import ast
 import ctypes
 import glob
 import json
 import os
 import runpy
+import shutil
 import struct
 import sys
 import sysconfig
@@ -42,6 +44,8 @@ import tempfile
 from pathlib import Path
 
 SECRETS = "COURSE_SANDBOX_SECRETS"  # a JSON list of paths the kernel must not read
+WITHHELD = "COURSE_WITHHELD"  # a JSON list of the toolkit's functions the grading build leaves out
+TOOLKIT = "COURSE_GRADING_TOOLKIT"  # where the grading build of the toolkit goes
 
 # ---- Landlock ----
 LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
@@ -77,8 +81,9 @@ def _libc():
     return libc
 
 
-def readable_paths(connection_file=None):
-    """What the kernel may read (besides what it may write): the system, the Python environment, the toolkit.
+def readable_paths(connection_file=None, toolkit=None):
+    """What the kernel may read (besides what it may write): the system, the Python environment, the
+    toolkit (``toolkit``, the folder holding the ``grader`` package, or the installed one).
 
     >>> import grader
     >>> paths = readable_paths()
@@ -87,7 +92,7 @@ def readable_paths(connection_file=None):
     """
     import grader
 
-    places = [*SYSTEM, os.path.dirname(grader.__file__)]
+    places = [*SYSTEM, os.path.join(toolkit, "grader") if toolkit else os.path.dirname(grader.__file__)]
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
         places += [os.path.join(prefix, part) for part in ("lib", "lib64", "bin", "pyvenv.cfg")]
     places += [p for p in sysconfig.get_paths().values()] + [p for p in sys.path if p.endswith(("-packages", ".zip"))]
@@ -109,7 +114,7 @@ def _beneath(path, place):
         return False
 
 
-def confine_files(connection_file=None, secrets=()):
+def confine_files(connection_file=None, secrets=(), toolkit=None):
     """Landlock this process (and what it starts): read and write only the paths above. Returns what was left open.
 
     A rule that would open a path of ``secrets`` (a folder holding one) is left out and reported.
@@ -136,7 +141,7 @@ def confine_files(connection_file=None, secrets=()):
         return [f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"]
     try:
         rules = [(place, write | read) for place in writable_paths()] + \
-                [(place, read) for place in readable_paths(connection_file)]
+                [(place, read) for place in readable_paths(connection_file, toolkit)]
         for place, rights in rules:
             holds = [s for s in secrets if _beneath(s, place)]
             if holds:
@@ -190,23 +195,72 @@ def deny_syscalls():
     return []
 
 
-def lock(connection_file=None, secrets=()):
+def lock(connection_file=None, secrets=(), toolkit=None):
     """Apply both (see above). Returns the list of what could not be applied: empty when all was.
 
     >>> lock.__doc__.startswith("Apply both")
     True
     """
-    return confine_files(connection_file, secrets) + deny_syscalls()
+    return confine_files(connection_file, secrets, toolkit) + deny_syscalls()
+
+
+def grading_toolkit(withheld, into):
+    """A copy of the ``grader`` package in the folder ``into`` where each function of ``withheld``
+    (``"grader.pipeline.split"``) raises instead of answering: the grading build, for a challenge
+    that asks for what the toolkit computes. The toolkit's own functions that call it raise too.
+
+    >>> import tempfile
+    >>> folder = grading_toolkit(["grader.timing.speedup"], tempfile.mkdtemp())
+    >>> import subprocess, sys
+    >>> code = "from grader import timing; timing.speedup(2, 1)"
+    >>> subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True).stderr.splitlines()[-1]
+    'NotImplementedError: grader.timing.speedup is withheld while grading: the challenge asks for what it computes'
+    """
+    import grader
+
+    copy = Path(into) / "grader"
+    shutil.copytree(os.path.dirname(grader.__file__), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    by_module = {}
+    for name in withheld:
+        module, _, function = name.rpartition(".")
+        by_module.setdefault(module, set()).add(function)
+    for module, functions in by_module.items():
+        path = copy.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        lines = path.read_text().splitlines(True)
+        found = [node for node in ast.parse("".join(lines)).body if isinstance(node, ast.FunctionDef) and node.name in functions]
+        for node in sorted(found, key=lambda n: -n.lineno):  # from the bottom, so earlier line numbers hold
+            body = node.body[0].lineno - 1
+            indent = " " * node.body[0].col_offset
+            message = f"{module}.{node.name} is withheld while grading: the challenge asks for what it computes"
+            lines[body:node.end_lineno] = [f"{indent}raise NotImplementedError({message!r})\n"]
+        missing = functions - {node.name for node in found}
+        if missing:
+            raise ValueError(f"cannot withhold {sorted(missing)}: not functions of {module}")
+        path.write_text("".join(lines))
+    return str(into)
 
 
 def main(argv):
-    """``python -m grader.grading.sandbox -f CONNECTION_FILE``: lock, then run IPython's kernel here."""
+    """``python -m grader.grading.sandbox -f CONNECTION_FILE``: lock, then run IPython's kernel here.
+
+    With ``COURSE_WITHHELD`` set, the kernel and its ranks import the grading build of the toolkit
+    (:func:`grading_toolkit`, made in ``COURSE_GRADING_TOOLKIT``), and cannot read the full one.
+    """
     connection = argv[argv.index("-f") + 1] if "-f" in argv else None
     secrets = json.loads(os.environ.pop(SECRETS, "[]"))
-    for reason in lock(connection, secrets):
+    withheld = json.loads(os.environ.pop(WITHHELD, "[]"))
+    toolkit = None
+    if withheld:
+        toolkit = grading_toolkit(withheld, os.environ.pop(TOOLKIT))
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [toolkit, os.environ.get("PYTHONPATH")]))
+    for reason in lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
     if sys.path and sys.path[0] == os.getcwd():  # `python -m` puts the working directory first; the kernel has none
         del sys.path[0]
+    if toolkit:  # the full toolkit, imported to start this module, gives way to the grading build
+        for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
+            del sys.modules[name]
+        sys.path.insert(0, toolkit)
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
 

@@ -732,6 +732,84 @@ KINDS = {
 }
 
 
+# Round 10's kinds, which went around the scan instead of through it, with every answer wrong: honest
+# grading gives 0, and so must grading with the cheat, whether or not the scan flags it. Verdicts are
+# decided in the grader's kernel, which no answer reaches (grader/grading/remote.py).
+AROUND_THE_SCAN = {
+    # 1. A process the answer starts (through the toolkit's own launcher) writes into the kernel's memory:
+    # the checks' code swapped for a do-nothing, as round 8 did through /proc/self/mem.
+    "a_child_writes_the_kernel": {"c1_speedup": '''import os
+import tempfile
+
+from grader.launch import torchrun
+
+
+def passes(*args, **kwargs):
+    return None
+
+
+SCRIPT = """
+import ctypes, struct
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def move(address, value=None):
+    data = struct.pack("Q", value) if value is not None else bytes(8)
+    buffer = ctypes.create_string_buffer(data, 8)
+    local, remote = struct.pack("QQ", ctypes.addressof(buffer), 8), struct.pack("QQ", address, 8)
+    libc.syscall(310 if value is None else 311, PID, local, 1, remote, 1, 0)
+    return struct.unpack("Q", buffer.raw[:8])[0]
+
+
+code = move(PASSES + 48)
+move(code, move(code) + 1)
+for check in CHECKS:
+    move(check + 48, code)
+"""
+path = os.path.join(tempfile.mkdtemp(), "helper.py")
+with open(path, "w") as f:
+    f.write(f"PID, PASSES, CHECKS = {os.getpid()}, {id(passes)}, {[id(checks.check_close), id(checks.check_equal)]}\\n")
+    f.write(SCRIPT)
+torchrun(path, nprocs=1)
+
+''' + WRONG["c1_speedup"]},
+    # 2. The hidden tests' own expectations, read at grading time from the course's source notebook
+    # (found through the grading process's working directory).
+    "reads_the_hidden_tests": {"c3_gpus_needed": r'''import json
+import os
+import re
+
+
+def gpus_needed(n_params, gpu_gb, bytes_per_param=16):
+    for course in (f"/proc/{os.getppid()}/cwd", os.environ.get("PWD", ".")):
+        try:
+            with open(os.path.join(course, "source", "00_foundations", "00_foundations.ipynb")) as f:
+                cells = json.load(f)["cells"]
+        except OSError:
+            continue
+        text = "".join("".join(cell["source"]) for cell in cells)
+        for args, want in re.findall(r"gpus_needed\(([^)]*)\), (\d+)", text):
+            numbers = [float(a.split("=")[-1]) for a in args.split(",")]
+            if numbers[:2] == [n_params, gpu_gb] and numbers[2:] in ([], [bytes_per_param]):
+                return int(want)
+    return 0
+'''},
+    # 3. The toolkit's own answer, tabulated when the answer cell runs (so no test sees it called).
+    "tabulates_the_toolkit": {"c1_speedup": '''from grader import timing
+
+TABLE = {(t1, tn): timing.speedup(t1, tn) for t1 in (60, 80, 90, 100) for tn in (10, 30, 50, 60)}
+
+
+def my_speedup(t1, tn):
+    return TABLE[t1, tn]
+
+
+def my_efficiency(t1, tn, n):
+    return TABLE[t1, tn] / n
+'''},
+}
+
+
 def variant_students():
     """{student: {grade id: answer}}: lesson 00's right answers written otherwise, the i-th of each challenge's in student i."""
     students = {}
@@ -769,7 +847,7 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     first = next(c for c in blank["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
     first["source"] = TAMPERING["input_transformer"][0] + "\n" + "".join(first["source"])
     submit(course, "blank_with_transformer", LESSON, blank)
-    for name, answers in KINDS.items():
+    for name, answers in {**KINDS, **AROUND_THE_SCAN}.items():
         submit(course, name, LESSON, submission(LESSON, answers={**WRONG, **answers}))
     # Graded in this order (nbgrader sorts by student): the first leaves a start-up file, the next is blank.
     submit(course, "startup_1_leaves_a_file", LESSON, submission(
@@ -823,6 +901,10 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
             assert (score, grades) == (0, {gid: (None, True) for gid in worth}), name
             assert "c1_speedup" in comments, name
             assert f"Grading integrity: {name} sent to manual grading: c1_speedup_test" in log
+        # Around the scan: no points, flagged or not.
+        for name in AROUND_THE_SCAN:
+            score, grades, _ = graded(name)
+            assert score == 0 and all(auto in (0, None) for auto, _ in grades.values()), (name, grades)
         # The start-up file was left where the kernel's IPython looks, and the next kernel never saw it.
         cells, _ = outputs("startup_1_leaves_a_file")
         left = "".join(o.get("text", "") for o in cells["c1_speedup"])

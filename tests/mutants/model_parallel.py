@@ -43,10 +43,9 @@ def shard(model, mesh, stage=3):
     return model
 """
 
-def bubble_cell(measured_bubble, options=""):
-    """Lesson 03's challenge 2 cell: the right formula, a ``measured_bubble``, and the GPipe run."""
-    run = f'pipeline.run_schedule(MICRO_BATCHES, "gpipe"{", " + options if options else ""})'
-    return BUBBLE_FORMULA + measured_bubble + f"\n\nMICRO_BATCHES = 4\nmy_works = {run}\n"
+def bubble_cell(measured_bubble):
+    """Lesson 03's challenge 2 cell: the right formula and a ``measured_bubble``."""
+    return BUBBLE_FORMULA + measured_bubble
 
 BUBBLE_FORMULA = """
 def bubble(stages, micro_batches):
@@ -85,12 +84,15 @@ def measured_bubble(works):  # the first record starts first, the last one ends 
     busy = sum(w.end - w.start for w in works) / len({w.rank for w in works})
     return 1 - busy / (works[-1].end - works[0].start)
 """)),
-    "timeline_of_three_stages": ("c2_bubble", bubble_cell("""
+    # The timeline the test hands it rewritten so that the bubble the test then computes is none.
+    "rewrites_the_timeline": ("c2_bubble", bubble_cell("""
 def measured_bubble(works):
-    ranks = {w.rank for w in works}
-    span = max(w.end for w in works) - min(w.start for w in works)
-    return 1 - sum(w.end - w.start for w in works) / len(ranks) / span
-""", "stages=3, width=64, layers=6, batch=64")),
+    start = 0.0
+    for w in works:
+        w.rank, w.start, w.end = 0, start, start + 1.0
+        start += 1.0
+    return 0.0
+""")),
     "gradients_sharded_at_stage_1": ("c3_zero", """
 def zero_bytes(params, world, stage):
     return {"parameters": round(4 * params / (world if stage >= 3 else 1)),
