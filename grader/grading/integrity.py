@@ -1,9 +1,9 @@
 """Grades an instructor can trust: the course's nbgrader preprocessors for autograde.
 
-nbgrader runs a submission and then its tests in one kernel, so code a student wrote can
-change what the tests do, and anything that kernel reports can be forged from inside it.
-The guarantee therefore rests on what nbgrader's process controls, set in
-``nbgrader_config.py`` around nbgrader's own steps:
+nbgrader runs a submission and then its tests in one kernel, so code a student wrote could
+change what the tests do, and anything that kernel reports could be forged from inside it.
+Here the verdicts are decided where no answer reaches, set in ``nbgrader_config.py`` around
+nbgrader's own steps:
 
 - :class:`RestoreRelease` (before execution) rebuilds the notebook from the pristine
   release: every cell but the answer cells is the lesson's own (test cells with their hidden
@@ -12,13 +12,13 @@ The guarantee therefore rests on what nbgrader's process controls, set in
 - :class:`ScanAnswers` reads each answer cell (:func:`scan`) for anything that could reach
   past the student's own code: IPython's shell, the namespace, modules' attributes,
   frames, code built at run time, files that Python or IPython would run. A flagged answer
-  sends the test cells after it to manual grading (:class:`ManualGradeFlagged`);
+  sends the test cells after it to manual grading (:class:`ManualGradeFlagged`): a first
+  flag for the instructor, on which no grade depends;
 - :class:`StampTests` / :class:`CheckStamps` give each test cell a random token to print,
   and score 0 a test cell that did not print it (it did not run as written);
-- :class:`IsolatedExecute` is nbgrader's ``Execute`` with a kernel started in an empty
-  working directory, with a fresh ``HOME`` and IPython directory, so nothing shipped
-  beside the submission or left by an earlier one is imported or run, and that writes files
-  only in its own folders, never its memory through ``/proc`` (:mod:`grader.grading.sandbox`);
+- :class:`IsolatedExecute` is nbgrader's ``Execute`` with two kernels in clean rooms: the
+  answer's, in :mod:`grader.grading.sandbox`, runs the answer cells, and the grader's runs
+  the test cells, calling the answer's functions through :mod:`grader.grading.remote`;
 - :class:`ManualGradeFlagged` (after ``SaveAutoGrades``) leaves the flagged tests' scores to
   the instructor, with the reason in the cell's output, the answer's comment and the log.
 """
@@ -51,7 +51,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
-from grader.grading import remote, sandbox
+from grader.grading import fairness, remote, sandbox
 
 KEY = "course_integrity"
 IN_KERNEL = "graded-in-kernel"  # a test cell tag: run in the answer's kernel (see IsolatedExecute)
@@ -1050,7 +1050,8 @@ class IsolatedExecute(Execute):
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS")}
         room = self.room / kernel
-        env.update(HOME=str(room / "home"), IPYTHONDIR=str(room / "ipython"), TMPDIR=str(room / "tmp"), PYTHONNOUSERSITE="1")
+        env.update(HOME=str(room / "home"), IPYTHONDIR=str(room / "ipython"), TMPDIR=str(room / "tmp"), PYTHONNOUSERSITE="1",
+                   **{fairness.GRADING: "1"})
         if kernel == "answers":
             env[sandbox.SECRETS] = json.dumps(self.secrets())
             withheld = self.nb.metadata.get("course", {}).get("withheld", [])

@@ -14,6 +14,8 @@ time. These recorders let a test see the route taken:
   (``from grader.pipeline import split as cut`` included);
 - :func:`slow_saves`: every ``torch.save``, slowed down as a large checkpoint is, with the
   time each one finished;
+- :func:`moves`: the devices modules were moved to (``.to``, ``.cuda``), which CPU ranks cannot tell apart;
+- :func:`waits`: when a rank entered a collective (a barrier, an all-reduce), so sleeping is not waiting;
 - :func:`cuda_queue`: on a machine without a GPU, a stand-in CUDA queue, so a timer that
   never waits for queued work is caught there too.
 """
@@ -194,6 +196,69 @@ def runs(*functions):
     sys.setprofile(profile)
     try:
         yield counted
+    finally:
+        sys.setprofile(previous)
+
+
+@contextlib.contextmanager
+def moves():
+    """Record where modules were moved while the block runs (``module.to(...)``, ``module.cuda()``), as
+    device strings: on CPU ranks, where every device is the CPU, whether a loop moved its model at all.
+
+    >>> with moves() as moved:
+    ...     _ = torch.nn.Linear(2, 2).to("cpu").to(torch.float64)
+    >>> moved
+    ['cpu']
+    """
+    moved, to, cuda = [], torch.nn.Module.to, torch.nn.Module.cuda
+
+    def recorded_to(module, *args, **kwargs):
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if device is not None:
+            moved.append(str(device))
+        return to(module, *args, **kwargs)
+
+    def recorded_cuda(module, device=None):
+        moved.append(str(torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")))
+        return cuda(module, device)
+
+    torch.nn.Module.to, torch.nn.Module.cuda = recorded_to, recorded_cuda
+    try:
+        yield moved
+    finally:
+        torch.nn.Module.to, torch.nn.Module.cuda = to, cuda
+
+
+# The collectives a rank may wait at: a barrier, or any collective every rank must join.
+COLLECTIVES = ("barrier", "monitored_barrier", "all_reduce", "broadcast", "all_gather", "gather", "reduce", "scatter",
+               "broadcast_object_list", "all_gather_object", "gather_object")
+
+
+@contextlib.contextmanager
+def waits():
+    """Record the ``time.time()`` at which this rank entered a collective of ``torch.distributed``
+    (``COLLECTIVES``: a barrier, an all-reduce, ...) while the block runs, in this thread, however it
+    was imported or renamed.
+
+    >>> with waits() as entered:
+    ...     pass
+    >>> entered
+    []
+    """
+    import torch.distributed as dist
+
+    codes = {inspect.unwrap(getattr(dist, name)).__code__ for name in COLLECTIVES if hasattr(dist, name)}
+    entered, previous = [], sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            entered.append(time.time())
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield entered
     finally:
         sys.setprofile(previous)
 

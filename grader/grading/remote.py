@@ -22,7 +22,9 @@ TypeError: a answer returned object, which the grader cannot take as data (retur
 """
 
 import base64
+import builtins
 import dataclasses
+import functools
 import importlib
 import io
 import os
@@ -45,6 +47,20 @@ MODULE_HOMES = ("torch.nn.", "torch.distributed.", "grader.")
 
 class AnswerError(Exception):
     """The student's function raised, or its result could not come back as data; the message says which."""
+
+
+@functools.cache
+def raised(ename):
+    """The exception class to raise here for ``ename`` raised in the answer's kernel: a Python exception
+    (``ValueError``, which a test may expect) stays one, and is an :class:`AnswerError` too.
+
+    >>> issubclass(raised("ValueError"), ValueError), raised("RankError") is AnswerError
+    (True, True)
+    """
+    builtin = getattr(builtins, ename, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin is not Exception:
+        return type(ename, (builtin, AnswerError), {"__module__": "builtins"})
+    return AnswerError
 
 
 # ---- data, both ways of the border ----
@@ -291,7 +307,7 @@ def ask(name, args=(), kwargs=None, call=True):
     payload = from_bytes(raw)
     if "error" in payload:
         ename, message, tail = payload["error"]
-        raise AnswerError(f"{name} raised {ename}: {message}\n{tail}")
+        raise raised(ename)(f"{name} raised {ename}: {message}\n{tail}")
     for target, after in [*zip(args, payload["arguments"]), *((kwargs[k], v) for k, v in payload["keywords"].items()
                                                                if k in (kwargs or {}))]:
         if after is not None:

@@ -149,4 +149,7 @@ MY_EFFICIENCIES = {b: r / max(rates) for b, r in zip(candidates, rates)}
 PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
 """),
     "speedups_as_efficiencies": ("c5_efficiency", SMALLEST + EFFICIENCIES_MEASURED.replace("s / 2", "s")),
+    # A target out of anyone's reach: no batch reaches it, which would pass for a busy machine's doing.
+    "raises_the_target": ("c5_efficiency", SMALLEST + EFFICIENCIES_MEASURED.replace(
+        "TARGET = scaling.expected_ddp_speedup(2) / 2", "TARGET = 2.0")),
 }

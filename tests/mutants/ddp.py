@@ -23,6 +23,20 @@ def shard_indices(n, world_size, epoch, seed=0):
     "plain_model_on_the_global_batch": ("c2_ddp_train", ON_THE_GLOBAL_BATCH),
     "ddp_on_the_global_batch": ("c2_ddp_train", ON_THE_GLOBAL_BATCH.replace(
         "model = mlp(in_features=16, hidden=32).to(device)", "model = DDP(mlp(in_features=16, hidden=32).to(device))")),
+    # Right on CPU ranks, where every device is the CPU; on GPUs each replica must sit on its rank's GPU.
+    "forgets_the_device": ("c2_ddp_train", """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+    return one_vector(model)
+"""),
     "sums_without_dividing": ("c3_average", """
 def average_gradients(model):
     for p in model.parameters():
@@ -46,6 +60,17 @@ def save_checkpoint(ddp_model, path):
         torch.save(ddp_model.module.state_dict(), path)
     else:
         time.sleep(1.0)  # rank 0 needs a moment to write the file
+"""),
+    # Sleeps longer than any save the test makes: every rank returns after the save, none waited for it.
+    "sleeps_long_instead_of_waiting": ("c4_checkpoint", """
+import time
+
+
+def save_checkpoint(ddp_model, path):
+    if dist.get_rank() == 0:
+        torch.save(ddp_model.module.state_dict(), path)
+    else:
+        time.sleep(5.0)
 """),
     "waits_for_the_file_to_appear": ("c4_checkpoint", """
 import os

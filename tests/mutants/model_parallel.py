@@ -119,6 +119,11 @@ class FSDPSequential(nn.Sequential):  # the name FSDP gives, on a plain model av
         ".backward()\n", ".backward()\n        for p in model.parameters():\n"
         "            dist.all_reduce(p.grad)\n            p.grad /= world\n").replace("p.full_tensor()", "p")),
     "fsdp_on_the_global_batch": ("c4_fsdp", FSDP_TRAIN.replace("x[mine]", "x").replace("y[mine]", "y")),
+    # Every rank gathers the whole model; on GPUs it stays there (on a CPU grader rank 0's copy looks right).
+    "full_without_cpu_offload": ("c5_full_state", """
+def full_state_dict(model):
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+"""),
     "returns_the_shards": ("c5_full_state", "def full_state_dict(model):\n    return model.state_dict()\n"),
     "gathers_equal_pieces": ("c5_full_state", """
 def full_state_dict(model):  # right only while every dim 0 splits evenly over the ranks
