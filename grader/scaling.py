@@ -311,7 +311,7 @@ def expected_ddp_speedup(ranks):
     A fraction of the rank count, kept per backend in ``grader/content/thresholds.json``
     (the backend :func:`ddp_backend` measures with), never a figure tuned on one machine.
 
-    >>> expected_ddp_speedup(2)   # e.g. 1.5 with CPU ranks (0.75 x 2), 1.0 with GPUs (0.5 x 2)
+    >>> expected_ddp_speedup(2)   # e.g. 1.2 with CPU ranks (0.6 x 2), 1.0 with GPUs (0.5 x 2)
     1...
     """
     return thresholds("ddp_speedup")[ddp_backend(ranks)]["fraction_of_ranks"] * ranks
