@@ -3,8 +3,8 @@
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import (LESSONS, REPO, assert_ran_cleanly, busy_machine, mutant_students, nbgrader, parallel_autograde,
-                      points, read_nb, scores, submission, submit, undecided)
+from conftest import (LESSONS, REPO, assert_ran_cleanly, cpu_hogs, mutant_students, nbgrader, parallel_autograde, points,
+                      read_nb, scores, submission, submit, undecided)
 from mutants import MUTANTS
 
 pytestmark = pytest.mark.slow
@@ -66,16 +66,18 @@ def graded(released):
             submit(released, student, lesson, submission(
                 lesson, answers={gid: MUTANTS[lesson][name][1].lstrip() for gid, name in carried.items()}))
     submit(released, "corrupt", first, '{"cells": [ this is not json')
-    # The course's parallel autograde, as many students at a time as it gives this machine (one per
-    # core; one notebook at a time for lessons that start ranks, which need both cores) while the
-    # other test lane runs: every student, the solver among them, is graded on a busy machine
-    # (checked from /proc/stat), where a right answer may go to manual grading but never to 0.
-    logs = {}
-    with busy_machine():
+    # The solution on a busy grader: a CPU-heavy process (an endless loop) beside nbgrader and the
+    # other test lane. Right answers written otherwise, in the mutants' students, are graded after it.
+    with cpu_hogs(1):
         for lesson in LESSONS:
-            proc = parallel_autograde(released, lesson)
-            logs[lesson] = proc.stdout + proc.stderr
-            assert proc.returncode == (1 if lesson == first else 0), logs[lesson][-3000:]  # the corrupt one fails
+            nbgrader("autograde", lesson, "--student=solver", cwd=released)
+    # The rest of the class with the course's parallel autograde, as many students at a time as it
+    # gives this machine (one per core; one notebook at a time for lessons whose ranks need both cores).
+    logs = {}
+    for lesson in LESSONS:
+        proc = parallel_autograde(released, lesson)
+        logs[lesson] = proc.stdout + proc.stderr
+        assert proc.returncode == (1 if lesson == first else 0), logs[lesson][-3000:]  # the corrupt one fails
     # The robustness cases, in one student of the first lesson (each notebook run costs time):
     # a test cell rewritten to pass, a test cell deleted, and an endless loop, graded alone
     # with a short cell time-out so the suite need not wait the course's 120 s.
