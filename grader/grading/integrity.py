@@ -1019,7 +1019,7 @@ class IsolatedExecute(Execute):
             try:
                 return super().preprocess(nb, resources, km)
             finally:
-                if self.grader_kernel is not None:
+                if isinstance(self.grader_kernel, tuple):  # started (a start that failed has raised already)
                     with self._in_grader_kernel():
                         self._cleanup_kernel()
 
