@@ -193,6 +193,16 @@ def test_the_job_passes_kubernetes_schema_and_a_misspelt_field_fails(job):
     assert "'volumeMount' was unexpected" in k8s_errors(misspelt)[0]
 
 
+def test_the_jobs_pods_get_no_network(job):
+    policy = yaml.safe_load((HUB / "autograde-network-policy.yaml").read_text())
+    assert k8s_errors(policy) == []
+    assert policy["kind"] == "NetworkPolicy"
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+    assert "egress" not in policy["spec"] and "ingress" not in policy["spec"]  # no rule: nothing allowed
+
+
 def test_the_job_runs_one_shard_per_index(job):
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["template"]["spec"]["restartPolicy"] == "Never"
