@@ -1123,7 +1123,7 @@ class IsolatedExecute(Execute):
 
 
 def answer_names(source):
-    """The names an answer cell binds at its top level (functions, classes, assignments), which the
+    r"""The names an answer cell binds at its top level (functions, classes, assignments), which the
     tests may use: read from its source, so an answer that binds others only loses its own points.
 
     >>> answer_names("import math\n\n\ndef f(x):\n    y = 1\n\n\nN, M = 2, 3\nclass C:\n    pass\nZ: int = 4")
