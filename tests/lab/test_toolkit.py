@@ -118,7 +118,7 @@ def test_checks_write_nothing_to_stderr(capfd):
 def test_ddp_measurement_follows_the_gpus_at_hand(monkeypatch):
     monkeypatch.setattr(hardware, "gpu_count", lambda: 0)
     assert scaling.ddp_backend(2) == "gloo" and "CPU processes" in scaling.ddp_measured_on(2)
-    assert scaling.expected_ddp_speedup(2) == pytest.approx(1.5)
+    assert scaling.expected_ddp_speedup(2) == pytest.approx(1.2)  # 0.6 x 2 (thresholds.json)
     monkeypatch.setattr(hardware, "gpu_count", lambda: 4)
     assert scaling.ddp_backend(2) == scaling.ddp_backend(4) == "nccl"
     assert scaling.ddp_measured_on(4) == "4 GPUs (NCCL, one rank per GPU) against 1 GPU"
