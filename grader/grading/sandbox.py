@@ -22,6 +22,10 @@ child inherits the lock. Two mechanisms of Linux:
 Each returns the reasons it could not be applied (an old kernel, another architecture); they are
 printed as the kernel starts, so grading's log says what was left open.
 
+Where a lesson's challenges ask for what the toolkit computes (its notebook's ``course.withheld``
+list, passed as ``COURSE_WITHHELD``), the kernel and its ranks import the grading build of the
+toolkit instead (:func:`grading_toolkit`), where those functions raise, and cannot read the full one.
+
 >>> import subprocess, sys
 >>> code = "from grader.grading import sandbox; print(sandbox.lock()); open('/proc/self/mem', 'r+b')"
 >>> out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
