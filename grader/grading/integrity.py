@@ -1011,6 +1011,8 @@ class IsolatedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self.grader_kernel = None
+        # Test cells to run in the grader's kernel: without any, the notebook runs in the answer's alone.
+        self.verdicts_outside = any(_is_test(c) and IN_KERNEL not in c.metadata.get("tags", []) for c in nb.cells)
         with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as room:
             self.room = Path(room)
             for part in ("home", "ipython", "work", "tmp"):
@@ -1055,7 +1057,7 @@ class IsolatedExecute(Execute):
         if kernel == "answers":
             env[sandbox.SECRETS] = json.dumps(self.secrets())
             withheld = self.nb.metadata.get("course", {}).get("withheld", [])
-            if withheld and self._verdicts_outside():
+            if withheld and self.verdicts_outside:
                 env.update({sandbox.WITHHELD: json.dumps(withheld), sandbox.TOOLKIT: str(room / "toolkit")})
         else:
             env.update({remote.ANSWERS: self.answers_km.connection_file,
@@ -1084,7 +1086,7 @@ class IsolatedExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         tags = cell.metadata.get("tags", [])
-        if cell.cell_type != "code" or self.skip_cells_with_tag in tags or not self._verdicts_outside():
+        if cell.cell_type != "code" or self.skip_cells_with_tag in tags or not self.verdicts_outside:
             return super().preprocess_cell(cell, resources, index)
         if _is_test(cell) and IN_KERNEL not in tags:
             with self._in_grader_kernel():
@@ -1100,9 +1102,6 @@ class IsolatedExecute(Execute):
         self._run_aside(copy.deepcopy(cell), index, "the lesson's cell, in the answer's kernel,")
         with self._in_grader_kernel():
             return super().preprocess_cell(cell, resources, index)
-
-    def _verdicts_outside(self):
-        return any(_is_test(c) and IN_KERNEL not in c.metadata.get("tags", []) for c in self.nb.cells)
 
     def _in_grader(self, source, index, what):
         """Run ``source`` in the grader's kernel; its outputs are not the notebook's. An error is logged:

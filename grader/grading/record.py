@@ -185,17 +185,29 @@ def runs(*functions):
     """
     codes = {f.__code__: f.__name__ for f in functions}
     counted = {name: 0 for name in codes.values()}
+
+    def count(code):
+        counted[codes[code]] += 1
+
+    with _on_calls(codes, count):
+        yield counted
+
+
+@contextlib.contextmanager
+def _on_calls(codes, action):
+    """Call ``action(code)`` on every call, in this thread, of a function whose code is in ``codes``
+    (a profile hook, so aliases and ``from ... import`` count), keeping any profile hook already set."""
     previous = sys.getprofile()
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in codes:
-            counted[codes[frame.f_code]] += 1
+            action(frame.f_code)
         if previous is not None:
             previous(frame, event, arg)
 
     sys.setprofile(profile)
     try:
-        yield counted
+        yield
     finally:
         sys.setprofile(previous)
 
@@ -248,19 +260,9 @@ def waits():
     import torch.distributed as dist
 
     codes = {inspect.unwrap(getattr(dist, name)).__code__ for name in COLLECTIVES if hasattr(dist, name)}
-    entered, previous = [], sys.getprofile()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            entered.append(time.time())
-        if previous is not None:
-            previous(frame, event, arg)
-
-    sys.setprofile(profile)
-    try:
+    entered = []
+    with _on_calls(codes, lambda code: entered.append(time.time())):
         yield entered
-    finally:
-        sys.setprofile(previous)
 
 
 @contextlib.contextmanager

@@ -191,7 +191,8 @@ def answer(request):
         elif callable(value):
             value = {TAG: "callable"}
         # The arguments as the call left them: a test that checks its input was left alone sees what the answer did.
-        payload = {"value": value, "arguments": [_plain(a) for a in args], "keywords": {k: _plain(v) for k, v in kwargs.items()}}
+        payload = {"value": value, "arguments": [_state_after(a) for a in args],
+                   "keywords": {k: _state_after(v) for k, v in kwargs.items()}}
         raw = to_bytes(payload, f"{name}(...)" if call else name)
     except BaseException as error:  # the student's code may raise anything, KeyboardInterrupt included
         lines = traceback.format_exception(error)
@@ -199,7 +200,7 @@ def answer(request):
     display({MIME: base64.b64encode(raw).decode()}, raw=True)
 
 
-def _plain(argument):
+def _state_after(argument):
     """An argument as data, where it is made of data (tensors, containers): its state after the call; else None."""
     try:
         return to_data(argument)

@@ -1,5 +1,20 @@
 """Lesson 02_ddp: its mutants, each a wrong answer autograde must mark down by exactly its challenge's points."""
 
+# Lesson 02, challenge 2: the solution's DDP loop, to vary.
+DDP_TRAIN = """
+def ddp_train(steps, per_rank):
+    rank, world, device = init_distributed()
+    model = DDP(mlp(in_features=16, hidden=32).to(device))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+    return one_vector(model)
+"""
+
 # Every rank trains on the whole global batch: the same parameters as DDP, by the wrong route.
 ON_THE_GLOBAL_BATCH = """
 def ddp_train(steps, per_rank):
@@ -24,19 +39,8 @@ def shard_indices(n, world_size, epoch, seed=0):
     "ddp_on_the_global_batch": ("c2_ddp_train", ON_THE_GLOBAL_BATCH.replace(
         "model = mlp(in_features=16, hidden=32).to(device)", "model = DDP(mlp(in_features=16, hidden=32).to(device))")),
     # Right on CPU ranks, where every device is the CPU; on GPUs each replica must sit on its rank's GPU.
-    "forgets_the_device": ("c2_ddp_train", """
-def ddp_train(steps, per_rank):
-    rank, world, device = init_distributed()
-    model = DDP(mlp(in_features=16, hidden=32))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = synthetic_batch(per_rank * world, in_features=16)
-    mine = slice(rank * per_rank, (rank + 1) * per_rank)
-    for _ in range(steps):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
-        opt.step()
-    return one_vector(model)
-"""),
+    "forgets_the_device": ("c2_ddp_train", DDP_TRAIN.replace("DDP(mlp(in_features=16, hidden=32).to(device))",
+                                                             "DDP(mlp(in_features=16, hidden=32))")),
     "sums_without_dividing": ("c3_average", """
 def average_gradients(model):
     for p in model.parameters():
