@@ -29,6 +29,7 @@ import datetime
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -377,16 +378,21 @@ def main(argv=None):
     check = Check(facts=facts(), quick=args.quick, command=" ".join(["python tests/gpu_check.py", *(sys.argv[1:] if argv is None else argv)]))
     print(check.facts["hardware"], flush=True)
     check_torch(check)
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-        course = copy_course(Path(scratch) / "course")
-        for lesson in args.lessons or (QUICK_LESSONS if args.quick else LESSONS):
-            check.lessons.append(grade_lesson(course, lesson))
-            x = check.lessons[-1]
-            print(f"{lesson}: {x.score:g} / {x.max_score:g} in {x.seconds:.1f} s", flush=True)
-        attempt(check, "the DDP speedup", measure_ddp, sizes["ddp"])
-        attempt(check, "the pipeline bubble", measure_bubble, sizes["bubble"])
-        attempt(check, "memory against the estimate", measure_memory, sizes["memory"])
-        attempt(check, "pytest -m gpu tests/lab/test_gpu.py", run_gpu_tests, scratch)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped (`timeout`), it still reports
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+            course = copy_course(Path(scratch) / "course")
+            for lesson in args.lessons or (QUICK_LESSONS if args.quick else LESSONS):
+                check.lessons.append(grade_lesson(course, lesson))
+                x = check.lessons[-1]
+                print(f"{lesson}: {x.score:g} / {x.max_score:g} in {x.seconds:.1f} s", flush=True)
+            attempt(check, "the DDP speedup", measure_ddp, sizes["ddp"])
+            attempt(check, "the pipeline bubble", measure_bubble, sizes["bubble"])
+            attempt(check, "memory against the estimate", measure_memory, sizes["memory"])
+            attempt(check, "pytest -m gpu tests/lab/test_gpu.py", run_gpu_tests, scratch)
+    except KeyboardInterrupt:
+        check.errors.append(f"stopped after {time.monotonic() - start:.0f} s, before it finished: "
+                            "what is missing from this report did not run")
     check.seconds = time.monotonic() - start
     path = write(check, args.out)
     found = failures(check)

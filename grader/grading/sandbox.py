@@ -58,6 +58,7 @@ PATH_BENEATH, NO_NEW_PRIVS = 1, 38
 # Under /dev, what a kernel and its ranks use: streams, terminals, shared memory and the GPUs.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/random", "/dev/urandom")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+GPUS = "/dev/nvidia[0-9]*"  # one node per GPU this machine shows the kernel
 # The system's libraries, settings and kernel interfaces: read only. Not /usr/local/share (nbgrader's
 # exchange), /home, /root, /srv or /tmp.
 SYSTEM = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/bin", "/usr/sbin", "/usr/share", "/usr/local/lib",
@@ -101,13 +102,21 @@ def readable_paths(connection_file=None, toolkit=None):
     places += [p for p in sysconfig.get_paths().values()] + [p for p in sys.path if p.endswith(("-packages", ".zip"))]
     if connection_file:
         places.append(connection_file)
+    return _expanded(places)
+
+
+def _expanded(places):
     return sorted({match for place in places for match in (glob.glob(place) if "*" in place else [place])})
 
 
 def writable_paths():
-    """The kernel's own folders (working directory, HOME, IPython directory, temporary folder) and devices."""
+    """The kernel's own folders (working directory, HOME, IPython directory, temporary folder) and devices.
+
+    >>> "/dev/null" in writable_paths() and not any("*" in path for path in writable_paths())
+    True
+    """
     own = [os.getcwd(), os.environ.get("HOME"), os.environ.get("IPYTHONDIR"), tempfile.gettempdir()]
-    return [*filter(None, own), *DEVICES, *GPU_DEVICES]
+    return _expanded([*filter(None, own), *DEVICES, *GPU_DEVICES])
 
 
 def _beneath(path, place):
@@ -134,17 +143,27 @@ def confine_files(connection_file=None, secrets=(), toolkit=None):
     left = []
     write = WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
     read = READ_FILE | READ_DIR
+    files = write | read
+    if glob.glob(GPUS):
+        # Seen on an H200: cuInit returns 304 (an "OS call failed") under these rules, GPU devices allowed.
+        files = 0
+        left.append("GPUs here: CUDA names every thread it starts by writing /proc/<pid>/task/<tid>/comm, a path "
+                    "Landlock cannot allow ahead for each process, so files are not confined: answers may read and "
+                    "write whatever the grading user can: autograde as a user who can read only the course's "
+                    "environment")
     if abi >= 6:
-        attr = struct.pack("QQQ", write | read, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
-    else:
-        attr = struct.pack("Q", write | read)
+        attr = struct.pack("QQQ", files, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+    elif files:
+        attr = struct.pack("Q", files)
         left.append(f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox")
+    else:
+        return [*left, f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox"]
     ruleset = libc.syscall(create, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return [f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"]
     try:
         rules = [(place, write | read) for place in writable_paths()] + \
-                [(place, read) for place in readable_paths(connection_file, toolkit)]
+                [(place, read) for place in readable_paths(connection_file, toolkit)] if files else []
         for place, rights in rules:
             holds = [s for s in secrets if _beneath(s, place)]
             if holds:

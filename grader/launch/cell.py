@@ -20,7 +20,9 @@ with :func:`init_distributed` (see :func:`write_script`).
 import contextlib
 import faulthandler
 import gc
+import json
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -49,6 +51,10 @@ from .rank import BACKEND, RUN_DIR, full_float32
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
 
+# The environment this module was imported with. In a rank forked from the fork server, that is
+# the server's, from when it started; what differs from it is what the launcher set for the rank.
+_IMPORT_ENVIRON = dict(os.environ)
+
 START_LIMIT = 120  # seconds for every rank to be running (spawned ranks import torch afresh)
 EXIT_LIMIT = 30  # seconds for the processes to exit once every rank has left its group
 
@@ -69,9 +75,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     ``hardware.backend(nprocs)`` (NCCL when this machine has a GPU for every rank; gloo
     on CPU processes otherwise). CPU ranks get ``threads_per_rank`` threads each, by
     default the cores divided among the ranks, so they do not fight over cores.
-    NCCL ranks are always spawned (a forked process cannot start CUDA once this one
-    has asked about GPUs); CPU ranks are forked (fast), even once this process has
-    started CUDA: they never touch a GPU, and :func:`hardware.gpu_count` says 0 in them.
+    Ranks are forked where that is safe (fast) and spawned otherwise: see
+    :func:`start_method_for`. CPU ranks never touch a GPU: :func:`hardware.gpu_count`
+    says 0 in them.
 
     >>> def hello(greeting):
     ...     return f"{greeting} from rank {os.environ['RANK']}"
@@ -93,6 +99,8 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         threads_per_rank = max(1, hardware.cpu_cores() // nprocs)
     if start_method is None:
         start_method = start_method_for(backend)
+    if start_method == "forkserver":  # the server imports torch and this module once, for every launch after
+        multiprocessing.set_forkserver_preload([__name__])
 
     try:
         payload = cloudpickle.dumps((fn, args, kwargs))
@@ -100,6 +108,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         raise TypeError(f"{getattr(fn, '__name__', fn)!s} or its arguments cannot be sent to the ranks: {e}") from e
     run_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
     (run_dir / "payload.pkl").write_bytes(payload)
+    if start_method == "forkserver":  # the server's state is from when it started: the ranks take on this one's
+        (run_dir / "launcher.json").write_text(json.dumps({"environ": dict(os.environ), "cwd": os.getcwd(),
+                                                           "path": sys.path}))
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nprocs, run_id=uuid.uuid4().hex,
         rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0",  # port 0: the OS picks a free one
@@ -183,19 +194,27 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
 
 
 def start_method_for(backend):
-    """How :func:`launch` starts ranks for ``backend``: "spawn" or "fork".
+    """How :func:`launch` starts ranks for ``backend``: "fork", "forkserver" or "spawn".
 
-    NCCL ranks use CUDA, which a forked child cannot start once the parent has called
-    into it (even ``torch.cuda.is_available()`` counts), so they are spawned. CPU ranks
-    are forked wherever there is a fork, CUDA started here or not: they never use a GPU,
-    so they need not pay for a fresh interpreter importing torch (seconds per launch).
+    - Without a GPU, every rank is forked: fast, no fresh interpreter importing torch.
+    - NCCL ranks are spawned: they use CUDA, which a forked child cannot start once the
+      parent has called into it (even ``torch.cuda.is_available()`` counts).
+    - CPU ranks on a machine with a GPU are forked from a fork server, a process that
+      imported torch and never trained. Forked from the kernel, they could not run a
+      backward pass once the kernel has run one (autograd starts a thread per GPU then,
+      and torch refuses: "Unable to handle autograd's threading in combination with
+      fork-based multiprocessing"); spawned, every rank of every launch would import
+      torch afresh (on an H200, lesson 02's autograde had not finished after 280 s
+      spawned; forked, its launches failing, it took 72 s).
 
-    >>> start_method_for("nccl"), start_method_for("gloo")
-    ('spawn', 'fork')
+    >>> start_method_for("nccl")
+    'spawn'
+    >>> start_method_for("gloo") == ("forkserver" if torch.cuda.device_count() else "fork")
+    True
     """
     if backend == "nccl" or not hasattr(os, "fork"):
         return "spawn"
-    return "fork"
+    return "forkserver" if torch.cuda.device_count() else "fork"
 
 
 class _Run:
@@ -303,6 +322,14 @@ def _quiet_elastic_logs():
 def _rank_main(run_dir, backend, threads):
     """Entry point of every rank: set up output, run the function, leave its result."""
     run_dir = Path(run_dir)
+    launcher = run_dir / "launcher.json"
+    if launcher.exists():  # forked from the fork server: the launching process's environment, folder and path
+        state = json.loads(launcher.read_text())
+        for_this_rank = {k: v for k, v in os.environ.items() if _IMPORT_ENVIRON.get(k) != v}
+        os.environ.clear()
+        os.environ.update({**state["environ"], **for_this_rank})
+        os.chdir(state["cwd"])
+        sys.path[:] = state["path"]
     rank = int(os.environ["RANK"])
     (run_dir / f"pid.{rank}").write_text(str(os.getpid()))
     # fd level, so output from C++ (gloo, NCCL) is captured too

@@ -597,6 +597,30 @@ print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().s
         "an answer's own file Name:\n"]
 
 
+def test_with_gpus_the_sandbox_leaves_files_open_says_so_and_still_keeps_other_processes_out():
+    """CUDA cannot start under the file rules (tests/lab/test_gpu.py proves the GPUs stay reachable);
+    here the GPU branch runs on any machine, a device that exists standing in for a GPU's."""
+    locked = subprocess.run([sys.executable, "-c", "from grader.grading import sandbox; print(sandbox.lock())"],
+                            capture_output=True, text=True).stdout.strip()
+    if locked != "[]":
+        pytest.skip(f"this machine lacks a mechanism of the sandbox: {locked}")
+    code = f"""import ctypes, os
+from grader.grading import sandbox
+sandbox.GPUS = "/dev/nul[l]"
+print(sandbox.lock())
+print(sorted(os.listdir({os.path.expanduser("~")!r})) == {sorted(os.listdir(os.path.expanduser("~")))!r})
+try:
+    os.kill(os.getppid(), 0)
+except PermissionError:
+    print("signal refused")
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", libc.syscall(101, 0, 0, 0, 0))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.splitlines()
+    assert out[0].startswith('["GPUs here: CUDA names every thread') and "files are not confined" in out[0]
+    assert out[1:] == ["True", "signal refused", "ptrace -1"]
+
+
 def test_a_test_cell_that_does_not_print_its_token_scores_zero():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "checks.check_equal(1, 1)", metadata={"nbgrader": {"grade": True, "grade_id": gid, "points": 1}})

@@ -16,6 +16,7 @@ assertions about what a GPU does (timings, the allocator, TF32) wait for real GP
 - Pipeline timelines read on synchronised GPUs (GPipe, 1F1B, interleaved 1F1B), the bubble near the formula.
 - FSDP2 on a CUDA mesh training exactly like one process on the CPU.
 - The TF32 guard: float32 matmuls in full float32 where the image forces TF32.
+- CPU ranks launched after the kernel trained on a GPU; the grading sandbox leaving the GPUs reachable.
 """
 
 import json
@@ -252,3 +253,32 @@ def test_ranks_and_the_toolkit_compute_in_full_float32_where_the_image_forces_tf
     assert proc.returncode == 0, proc.stderr[-3000:]
     env, precision, matmul, cudnn, error = json.loads(proc.stdout.splitlines()[-1])
     assert (env, precision, matmul, cudnn) == (None, "highest", False, False) and error < 1e-5, proc.stdout
+
+
+def _backward_on_the_cpu():
+    model = torch.nn.Linear(4, 1)
+    model(torch.ones(2, 4)).sum().backward()
+    return model.weight.grad.sum().item()
+
+
+@one_gpu
+def test_cpu_ranks_run_backward_passes_after_this_process_trained_on_the_gpu():
+    """A lesson's kernel trains on the GPU, then launches CPU ranks (gloo, where there are fewer GPUs
+    than ranks): autograd started a thread per GPU, and a rank forked from here could not run backward."""
+    on = Target(1)
+    model = torch.nn.Linear(4, 1).to(on.device())
+    model(torch.ones(2, 4, device=on.device())).sum().backward()
+    assert launch(_backward_on_the_cpu, nprocs=2, backend="gloo", show_output=False) == [8.0, 8.0]
+
+
+@one_gpu
+def test_the_grading_sandbox_leaves_the_answers_kernel_its_gpus(tmp_path):
+    """Autograde runs answers in a sandboxed kernel (grader.grading.sandbox): it must still reach the GPUs,
+    quietly (a graded cell that writes to stderr scores 0)."""
+    on = Target(1)
+    code = ("from grader.grading import sandbox\nprint(sandbox.lock())\nimport torch\n"
+            f"print(torch.cuda.device_count(), torch.ones(3, device={str(on.device())!r}).sum().item())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == f"{GPUS} 3.0", proc.stdout

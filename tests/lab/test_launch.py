@@ -25,7 +25,8 @@ from conftest import free_port
 
 
 def children():
-    """Live processes whose parent is this one (multiprocessing's own helper left out)."""
+    """Live processes whose parent is this one (multiprocessing's own helpers left out: its resource
+    tracker, and the fork server that lives as long as this process)."""
     found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -35,7 +36,8 @@ def children():
             cmd = open(f"/proc/{entry}/cmdline").read()
         except OSError:
             continue
-        if int(stat[1]) == os.getpid() and stat[0] != "Z" and "resource_tracker" not in cmd:
+        helper = "resource_tracker" in cmd or "forkserver" in cmd
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and not helper:
             found.add(int(entry))
     return found
 
@@ -136,7 +138,7 @@ def test_progress_bar_follows_rank_zero(capfd):
     assert "4/4" in capfd.readouterr().out
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_failures_and_hangs_write_nothing_to_the_callers_stderr(tmp_path, start_method):
     # In a plain process, as in a kernel: pytest would catch log records before stderr.
     script = tmp_path / "caller.py"
@@ -256,10 +258,11 @@ def test_a_rank_stuck_after_its_result_is_named():
     assert "in <lambda>" in str(e.value)
 
 
-def test_cpu_ranks_fork_even_once_cuda_is_initialised_and_see_no_gpu(monkeypatch):
-    """The GPU-only path, checked on any machine: a forked rank inherits this process's
-    modules as they are (here, a mark and torch saying it has four GPUs with CUDA started);
-    a CPU rank must still fork, and must not touch a GPU."""
+def test_on_a_machine_with_gpus_cpu_ranks_come_from_a_fork_server_and_see_no_gpu(monkeypatch):
+    """The GPU-only path, checked on any machine (tests/lab/test_gpu.py runs it on GPUs): where
+    torch says it has GPUs (here four, CUDA started), a CPU rank forked from here could not run a
+    backward pass, so CPU ranks come from a fork server: they inherit none of this process's
+    modules (the mark below), and they touch no GPU."""
     def seen():
         return hasattr(torch, "_course_parent_mark"), hardware.gpu_count(), hardware.device().type
 
@@ -268,8 +271,23 @@ def test_cpu_ranks_fork_even_once_cuda_is_initialised_and_see_no_gpu(monkeypatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     assert hardware.gpu_count() == 4  # the kernel still sees its GPUs
-    assert launch(seen, nprocs=2, backend="gloo", show_output=False) == [(True, 0, "cpu")] * 2
-    assert start_method_for("nccl") == "spawn"
+    assert (start_method_for("gloo"), start_method_for("nccl")) == ("forkserver", "spawn")
+    assert launch(seen, nprocs=2, backend="gloo", show_output=False) == [(False, 0, "cpu")] * 2
+
+
+def _where_the_rank_is():
+    return os.environ["RANK"], os.environ.get("COURSE_SET_AFTER"), "COURSE_REMOVED_AFTER" in os.environ, os.getcwd()
+
+
+def test_ranks_from_the_fork_server_see_the_launchers_environment_and_folder_as_they_are_now(tmp_path, monkeypatch):
+    """The server started long before (a kernel's first launch); what the kernel changed since holds for its ranks."""
+    monkeypatch.setenv("COURSE_REMOVED_AFTER", "1")
+    assert launch(os.getpid, nprocs=1, backend="gloo", start_method="forkserver", show_output=False)[0] != os.getpid()
+    monkeypatch.setenv("COURSE_SET_AFTER", "yes")
+    monkeypatch.delenv("COURSE_REMOVED_AFTER")
+    monkeypatch.chdir(tmp_path)
+    assert launch(_where_the_rank_is, nprocs=2, backend="gloo", start_method="forkserver", show_output=False) == \
+        [("0", "yes", False, str(tmp_path)), ("1", "yes", False, str(tmp_path))]
 
 
 def test_torchrun_ranks_use_nccl_only_with_a_gpu_for_each_rank_here(monkeypatch):
