@@ -1,23 +1,66 @@
 """Assertions for challenge cells.
 
-Every failed check raises ``AssertionError`` with three parts: what was expected,
-what was found, and a hint. Checks never write to stderr, because nbgrader gives
-a test cell that writes to stderr zero points even when it passes.
+Every failed check raises :class:`CheckFailed` (an ``AssertionError``) with three parts:
+what was expected, what was found, and a hint; the notebook shows that message first.
+Checks never write to stderr, because nbgrader gives a test cell that writes to stderr
+zero points even when it passes.
 """
 
 import contextlib
 import io
+import os
+import sys
+import traceback
 import types
 import warnings
 
 import torch
+
+_TOOLKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the grader package
+
+
+class CheckFailed(AssertionError):
+    r"""A check that failed. In a notebook (and in the feedback nbgrader returns) its message comes
+    first, then only the lines of the notebook that led there: the toolkit's and IPython's frames
+    are left out, as pytest leaves out its own.
+
+    >>> try:
+    ...     check_equal(0.3, 3.33, "my_speedup(10, 3)")
+    ... except CheckFailed as failed:
+    ...     print("\n".join(failed._render_traceback_()))
+    CheckFailed: my_speedup(10, 3) is not right
+      expected: 3.33
+      got:      0.3
+    <BLANKLINE>
+    where:
+      File "<doctest ...>", line 2, in <module>
+        check_equal(0.3, 3.33, "my_speedup(10, 3)")
+    """
+
+    def _render_traceback_(self):  # IPython shows these lines instead of the whole traceback
+        hidden = [_TOOLKIT] + [os.path.dirname(m.__file__) for m in (sys.modules.get("IPython"),) if m]
+        frames = [f for f in traceback.extract_tb(self.__traceback__)
+                  if not any(f.filename.startswith(folder + os.sep) for folder in hidden)]
+        lines = [f"{type(self).__name__}: {self}"]
+        if frames:
+            lines += ["", "where:"]
+        for frame in frames:
+            lines += [f"  {_place(frame)}, line {frame.lineno}, in {frame.name}", f"    {frame.line}"]
+        return lines
+
+
+def _place(frame):
+    """Where a frame's code is, as IPython names a notebook's cells ("Cell In[3]"), else its file."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    cell = getattr(getattr(shell, "compile", None), "format_code_name", lambda name: None)(frame.filename)
+    return " ".join(cell) if cell else f'File "{frame.filename}"'
 
 
 def _fail(what, expected, got, hint=""):
     lines = [f"{what}", f"  expected: {expected}", f"  got:      {got}"]
     if hint:
         lines.append(f"  hint: {hint}")
-    raise AssertionError("\n".join(lines))
+    raise CheckFailed("\n".join(lines))
 
 
 @contextlib.contextmanager

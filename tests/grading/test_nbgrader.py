@@ -1,5 +1,7 @@
 """The nbgrader round trip with real nbgrader commands and a real gradebook."""
 
+import re
+
 import pytest
 from nbgrader.api import Gradebook
 
@@ -124,6 +126,19 @@ def test_mutant_loses_exactly_its_challenges_points(graded, lesson, mutant):
     busy = undecided(graded[0], lesson, student)  # left to the instructor, as for a right answer
     right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated | busy}
     assert {gid: per_cell[gid] for gid in right} == right, (per_cell, busy)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_feedback_on_a_failed_check_starts_with_its_message(graded, lesson):
+    # What nbgrader's feedback shows a mutant's student: the check's message first, no toolkit frame.
+    failed = [output for student in mutant_students(lesson)
+              for cell in read_nb(graded[0] / "autograded" / student / lesson / f"{lesson}.ipynb")["cells"]
+              for output in cell.get("outputs", []) if output.get("ename") == "CheckFailed"]
+    assert failed, "no mutant failed a check"
+    for output in failed:
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(output["traceback"])).splitlines()
+        assert lines[0] == f"CheckFailed: {output['evalue'].splitlines()[0]}", lines
+        assert not any("grader/" in line for line in lines), lines
 
 
 def test_tampered_deleted_and_endless_cells_score_nothing_and_the_rest_is_graded(graded):

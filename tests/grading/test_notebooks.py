@@ -114,3 +114,19 @@ def test_committed_notebooks_carry_no_outputs(path):
     for cell in read_nb(path)["cells"]:
         if cell["cell_type"] == "code":
             assert not cell["outputs"] and cell["execution_count"] is None, f"{path} has outputs"
+
+
+def test_a_failed_check_shows_its_message_first_and_none_of_the_toolkits_frames(tmp_path):
+    """In a lesson, and in the feedback nbgrader returns (it keeps the same lines), a wrong answer's
+    check speaks first: what was expected and what came, then the notebook's own line that asked."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from grader.grading import checks\n\n\ndef my_speedup(t1, tn):\n    return tn / t1\n\n\n"
+        "checks.check_close(my_speedup(100, 30), 100 / 30, 'speedup for 100 min -> 30 min')")])
+    NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    error, = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback)).splitlines()
+    assert (error.ename, lines[:3]) == ("CheckFailed", ["CheckFailed: speedup for 100 min -> 30 min is not right",
+                                                        "  expected: 3.33333", "  got:      0.3"])
+    assert lines[3:] == ["", "where:", "  Cell In[1], line 8, in <module>",
+                         "    checks.check_close(my_speedup(100, 30), 100 / 30, 'speedup for 100 min -> 30 min')"]
