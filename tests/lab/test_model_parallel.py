@@ -125,6 +125,21 @@ def test_the_calculator_widget_follows_its_fields():
     assert "Not a possible shape" not in table.value and "parameters" in table.value
 
 
+def test_the_calculator_refuses_what_no_model_has_and_explains_what_it_rounds():
+    box = show_calculator(layers=48, hidden=1600, heads=25, seq=1024, batch=8)
+    fields = {f.description: f for column in box.children[0].children for f in column.children}
+    table = box.children[-1]
+    for layers in (0, -5):  # refused with the range, never taken as 1
+        fields["layers"].value = layers
+        assert f"layers must be a whole number from 1 to 1,024, not {layers}" in table.value
+    fields["layers"].value, fields["device GB"].value = 48, 0
+    assert "device GB must be more than 0, not 0" in table.value
+    fields["device GB"].value, fields["pipeline"].value = 80, 5
+    assert "48 layers do not split evenly over 5 stages: they hold 10 or 9 layers" in table.value
+    fields["pipeline"].value, fields["seq"].value = 1, 1 << 20  # a million tokens: 42 PB of activations
+    assert re.search(r"\d\.\d\d PB", table.value) and not re.search(r"\d{5,}\.\d\d", table.value), table.value
+
+
 def observe_cuda(monkeypatch, events, allocated=()):
     """Stand-ins for the CUDA calls the toolkit makes, recording each in ``events``.
 
