@@ -1,5 +1,7 @@
 """Matplotlib figures for the measurements lessons make."""
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
@@ -156,11 +158,11 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
 
     >>> fig = amdahl_fit([1, 2], [1.0, 1.6], serial=0.25)
     """
-    from .scaling import amdahl
+    from .scaling import amdahl, serial_note
 
     top = max([*ns, *predict])
     xs = np.geomspace(1, top, 60)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
     ax.plot(xs, xs, "--", color="grey", label="perfect (N)")
     ax.plot(xs, [amdahl(serial, n) for n in xs], label=f"Amdahl, serial fraction {serial:.2f}")
     ax.plot(ns, speedups, "o", color="black", label="measured")
@@ -175,7 +177,10 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
     ax.minorticks_off()
     ax.set_xlabel("ranks")
     ax.set_ylabel("speedup")
-    if len(ns) < 3:  # two points leave one degree of freedom: the noise decides the fraction
-        ax.text(0.02, 0.97, f"fitted from {len(ns)} points only: a rough guess, not a prediction",
-                transform=ax.transAxes, va="top", fontsize=8, color="#c62828")
-    return _finish(fig, ax, title, fontsize=8, loc="lower right")
+    warnings = [f"fitted from {len(ns)} points only: a rough guess, not a prediction"] if len(ns) < 3 else []
+    warnings += [f"serial fraction {serial:.2f}: " + serial_note(serial)] if serial_note(serial) else []
+    if warnings:  # two points leave one degree of freedom: the noise decides the fraction
+        ax.text(0.02, 0.97, "\n".join(textwrap.fill(w, 42) for w in warnings), transform=ax.transAxes, va="top",
+                fontsize=8, color="#c62828")
+    # Beside the axes: inside, it covered the curve's marks where the curve falls (a fraction above 1).
+    return _finish(fig, ax, title, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))

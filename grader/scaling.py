@@ -346,6 +346,23 @@ def serial_fraction(n, speedup):
     return (n / speedup - 1) / (n - 1)
 
 
+def serial_note(serial):
+    """What a fitted serial fraction outside 0..1 means, in words ("" inside it, where it is a share of the work).
+
+    >>> serial_note(0.05)
+    ''
+    >>> serial_note(1.436)[:61]
+    'above 1, no share of the work: the ranks together were slower'
+    """
+    if serial > 1:
+        return ("above 1, no share of the work: the ranks together were slower than one process, and what "
+                "Amdahl's law reads as serial work is parallel overhead (communication, processes sharing cores)")
+    if serial < 0:
+        return ("below 0, no share of the work: the ranks were faster than linear (each one's data fits its caches, "
+                "or noise), which Amdahl's law does not describe")
+    return ""
+
+
 def fit_serial_fraction(ns, speedups):
     """The serial fraction s whose Amdahl curve best fits measured ``speedups`` on ``ns`` workers.
 

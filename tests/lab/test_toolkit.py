@@ -288,6 +288,20 @@ def test_the_amdahl_plot_labels_rank_counts_in_full_and_warns_on_a_two_point_fit
     plt.close(fig)
 
 
+def test_a_serial_fraction_above_one_is_explained_and_the_legend_covers_no_mark():
+    # Two ranks slower than one (as lesson 04 measured on a busy machine): Amdahl's curve falls, its marks sit low.
+    serial = scaling.fit_serial_fraction([1, 2, 4], [1.0, 0.7, 0.55])
+    assert serial > 1 and "parallel overhead" in scaling.serial_note(serial)
+    assert scaling.serial_note(0.3) == "" and "faster than linear" in scaling.serial_note(-0.1)
+    fig = plots.amdahl_fit([1, 2, 4], [1.0, 0.7, 0.55], serial)
+    fig.canvas.draw()
+    ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+    note, = [t.get_text().replace("\n", " ") for t in ax.texts if "serial fraction" in t.get_text()]
+    assert note.startswith(f"serial fraction {serial:.2f}: above 1, no share of the work") and "overhead" in note
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    plt.close(fig)
+
+
 def test_the_loss_curves_legend_sits_beside_the_axes_not_over_the_curves():
     fig = plots.loss_curves({f"batch {b}": [(0.5, 1.0), (1, 0.6)] for b in (32, 64, 128, 256)})
     fig.canvas.draw()
