@@ -25,13 +25,27 @@ class ContentError(ValueError):
     """A deck or question bank that cannot be used, with the file and entry named."""
 
 
+# The lessons' topics as the course teaches them, lesson 00 first (tests/study checks it against source/).
+COURSE_ORDER = ("foundations", "data_parallel", "ddp", "model_parallel", "batch_scaling")
+
+
 def topics(kind):
-    """Topics available for ``kind`` ("cards", "quiz", "timed", ...).
+    """Topics available for ``kind`` ("cards", "quiz", "timed", ...), alphabetically.
 
     >>> "foundations" in topics("cards")
     True
     """
     return sorted(p.stem for p in (HERE / kind).glob("*.json"))
+
+
+def in_course_order(names):
+    """Topic names as the course teaches them (:data:`COURSE_ORDER`); any other after, alphabetically.
+
+    >>> in_course_order(["batch_scaling", "extra", "foundations"])
+    ['foundations', 'batch_scaling', 'extra']
+    """
+    rank = {name: i for i, name in enumerate(COURSE_ORDER)}
+    return sorted(names, key=lambda name: (rank.get(name, len(rank)), name))
 
 
 def load_entries(path, list_key, required):

@@ -15,7 +15,7 @@ import random
 import anywidget
 import ipywidgets as w
 
-from ..content import LEVELS, load, topics
+from ..content import LEVELS, in_course_order, load, topics
 from . import schedule
 from .progress import Progress
 
@@ -290,11 +290,12 @@ def show_cards(topic, level=None, seed=None, progress="default"):
 
 
 def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, new_per_day=20):
-    """Today's review session: every card due now, from every topic, then a few new ones.
+    """Today's review session: every card due now, from every topic, then new ones.
 
     ``new`` is how many never-seen cards each topic adds, and ``new_per_day`` caps the new
     cards of a day, all sessions together (the progress file counts them, so a restart
-    does not start the count again).
+    does not start the count again). Every topic by default, new cards come in the course's
+    order: lesson 00's first, so a cap that leaves some out leaves out the later lessons'.
 
     >>> import tempfile, pathlib
     >>> session = review_due(["ddp"], new=3, progress=Progress(pathlib.Path(tempfile.mkdtemp()) / "p.json"))
@@ -307,7 +308,7 @@ def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, 
     when = clock()
     today = record.get("new_today", {})
     introduced = len(today.get("ids", [])) if today.get("date") == when.date().isoformat() else 0
-    cards = [c for topic in (topic_names or topics("cards"))
+    cards = [c for topic in (topic_names or in_course_order(topics("cards")))
              for c in schedule.due(load("cards", topic), schedules, when, new=new)]
     cards.sort(key=lambda c: c["id"] not in schedules)  # due cards before new ones
     seen = sum(c["id"] in schedules for c in cards)

@@ -10,6 +10,7 @@ import zipfile
 import genanki
 import pytest
 
+from conftest import LESSONS
 from grader import content
 from grader.content import ContentError, load, topics
 from grader.study import anki, schedule, sheets
@@ -182,6 +183,14 @@ def test_new_cards_have_a_daily_limit_that_a_restart_keeps(store):
     assert len(again.cards) == 1 and "new cards today: 3 of 4" in again.widget.children[0].value
     tomorrow = T0 + datetime.timedelta(days=1)
     assert len(review_due(["ddp"], new=10, progress=store, clock=lambda: tomorrow, new_per_day=4).cards) >= 4
+
+
+def test_new_cards_come_in_the_courses_order_lesson_00_first(store):
+    assert [lesson.split("_", 1)[1] for lesson in LESSONS] == list(content.COURSE_ORDER)
+    assert set(topics("cards")) == set(content.COURSE_ORDER)
+    topic_of = {c["id"]: topic for topic in topics("cards") for c in load("cards", topic)}
+    session = review_due(new=5, progress=store, clock=lambda: T0, new_per_day=20)  # a learner's first day
+    assert [topic_of[c["id"]] for c in session.cards] == [t for t in content.COURSE_ORDER[:4] for _ in range(5)]
 
 
 def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
