@@ -7,16 +7,21 @@ each kind: predict, concept, hyperparameter, debug, metrics. Each problem has ``
 ``explanation``, and may show ``code`` (a predict problem's program is run by the test
 suite, which checks its key).
 
-The clock starts when a problem is opened. The countdown in the widget is driven by the
-browser (a hidden ``Play`` widget ticks once a second), so the kernel is never blocked;
-the time itself is always read from :func:`time.monotonic`, which a test can replace.
+The clock starts when a problem is opened, and its deadline is saved with it: a restart, or
+the set shown again with another ``seconds``, never reopens a problem whose time ran out or
+whose answer was shown. A set played with a changed clock is practice and earns no badge.
+The countdown in the widget is driven by the browser (a hidden :class:`Ticker` ticks once a
+second while a problem is open, from whenever its view is on the page), so the kernel is
+never blocked; the time itself is read from :func:`time.time`, which a test can replace.
 """
 
 import datetime
 import html
 import time
 
+import anywidget
 import ipywidgets as w
+import traitlets
 
 from ..content import load
 from .progress import Progress
@@ -28,6 +33,30 @@ KIND_NAMES = {"predict": "Predict the output", "concept": "Concept", "debug": "D
 MEDAL = ('<svg width="14" height="16" viewBox="0 0 14 16" aria-hidden="true" style="vertical-align:-2px">'
          '<path d="M3 0h3l1 4 1-4h3l-2.5 6h-3z" fill="#1565c0"/>'
          '<circle cx="7" cy="10.5" r="5" fill="#f9a825" stroke="#8d6e00"/></svg>')
+class Ticker(anywidget.AnyWidget):
+    """Ticks once a second (``tick`` counts up) while ``running``, driven by the page.
+
+    Started whenever its view appears, a kernel restart included: ipywidgets' ``Play`` starts
+    only when ``playing`` changes under a view already shown, so a set rebuilt after a restart
+    with a problem open stood still.
+    """
+
+    _esm = """
+    function render({ model, el }) {
+      el.style.display = "none";
+      const timer = setInterval(() => {
+        if (!model.get("running")) return;
+        model.set("tick", model.get("tick") + 1);
+        model.save_changes();
+      }, 1000);
+      return () => clearInterval(timer);
+    }
+    export default { render };
+    """
+    running = traitlets.Bool(False).tag(sync=True)
+    tick = traitlets.Int(0).tag(sync=True)
+
+
 class Attempt:
     """One problem under the clock: ``answer`` it before time and attempts run out.
 
@@ -39,20 +68,22 @@ class Attempt:
     ('time', 0)
     """
 
-    def __init__(self, problem, seconds=120, attempts=2, clock=time.time):
+    def __init__(self, problem, seconds=120, attempts=2, clock=time.time, practice=False):
         self.problem, self.seconds, self.left, self.clock = problem, seconds, attempts, clock
-        self.started = None
+        self.started = self.deadline = self.ended = None  # ended: when it was solved or ran out of attempts
         self.solved = False
+        self.practice = practice  # opened with a clock of the learner's choosing: no badge
 
     def start(self):
         if self.started is None:
             self.started = self.clock()
+            self.deadline = self.started + self.seconds
 
     def remaining(self):
         """Whole seconds left (the full time before the problem is opened)."""
         if self.started is None:
             return self.seconds
-        return max(0, int(self.seconds - (self.clock() - self.started) + 0.999))
+        return max(0, int(self.deadline - self.clock() + 0.999))
 
     @property
     def over(self):
@@ -72,13 +103,18 @@ class Attempt:
 
     def used(self):
         """Seconds spent on it so far (at most its time)."""
-        return 0 if self.started is None else min(self.seconds, self.clock() - self.started)
+        return 0 if self.started is None else (self.ended or min(self.deadline, self.clock())) - self.started
 
     def saved(self):
-        return {"started": self.started, "left": self.left, "solved": self.solved}
+        return {"started": self.started, "deadline": self.deadline, "ended": self.ended, "left": self.left,
+                "solved": self.solved, "practice": self.practice}
 
     def restore(self, saved):
+        """Take up a saved attempt: its deadline, whatever clock the set is shown with now."""
         self.started, self.left, self.solved = saved["started"], saved["left"], saved["solved"]
+        if self.started is not None:
+            self.deadline = saved.get("deadline") or self.started + self.seconds
+            self.practice, self.ended = saved.get("practice", False), saved.get("ended")
 
     def answer(self, choice):
         """'right', 'wrong' (one attempt used), 'time' (too late) or 'over' (already done)."""
@@ -88,9 +124,11 @@ class Attempt:
         if self.remaining() == 0:
             return "time"
         if choice == self.problem["answer"]:
-            self.solved = True
+            self.solved, self.ended = True, self.clock()
             return "right"
         self.left -= 1
+        if not self.left:
+            self.ended = self.clock()
         return "wrong"
 
 
@@ -111,10 +149,11 @@ class ChallengeSet:
     True
     """
 
-    def __init__(self, challenge_set, clock=time.time, progress=None):
+    def __init__(self, challenge_set, clock=time.time, progress=None, practice=False):
         self.set = challenge_set
         self.progress = progress
-        self.attempts = [Attempt(p, challenge_set["seconds"], challenge_set["attempts"], clock)
+        self.practice = practice
+        self.attempts = [Attempt(p, challenge_set["seconds"], challenge_set["attempts"], clock, practice)
                          for p in challenge_set["problems"]]
         notice = ""
         if progress is not None:  # a restarted kernel picks up the attempts and clocks
@@ -135,7 +174,7 @@ class ChallengeSet:
         self.opening = self.badge.value  # what the file said on opening; the first save makes it past
         self.summary = w.HTML()
         # Ticks in the browser once a second; each tick only redraws, the kernel never waits.
-        self.ticker = w.Play(interval=1000, max=10**7, layout=w.Layout(display="none"))
+        self.ticker = Ticker()
         for widget, css in [(self.clock_label, "timed-clock"), (self.feedback, "timed-feedback"),
                             (self.start_button, "timed-start"), (self.submit_button, "timed-submit"),
                             (self.hint_button, "timed-hint"), (self.next_button, "timed-next"),
@@ -147,12 +186,13 @@ class ChallengeSet:
         self.hint_button.on_click(lambda _: self._hint())
         self.prev_button.on_click(lambda _: self.show(self.index - 1))
         self.next_button.on_click(lambda _: self.show(self.index + 1))
-        self.ticker.observe(lambda _: self._tick(), names="value")
+        self.ticker.observe(lambda _: self._tick(), names="tick")
+        seconds = f"{challenge_set['seconds'] // 60}:{challenge_set['seconds'] % 60:02d}"
+        intro = (f"<b>Practice</b> ({seconds} per problem, a clock of your choosing): no badge. " if practice else
+                 f"<b>{MEDAL} {html.escape(challenge_set['badge'])}</b>: answer all five to earn the badge. ")
         self.widget = w.VBox([
-            w.HTML(f"<b>{MEDAL} {html.escape(challenge_set['badge'])}</b>: answer all five to earn the "
-                   f"badge. {challenge_set['seconds'] // 60}:{challenge_set['seconds'] % 60:02d} "
-                   f"and {challenge_set['attempts']} attempts per problem; the explanation comes "
-                   f"once a problem is closed."),
+            w.HTML(f"{intro}{seconds} and {challenge_set['attempts']} attempts per problem; the explanation comes "
+                   f"once a problem is closed, and a closed problem stays closed."),
             w.HBox([self.header, self.clock_label]), self.body, self.choices,
             w.HBox([self.start_button, self.submit_button, self.hint_button,
                     self.prev_button, self.next_button]),
@@ -160,18 +200,19 @@ class ChallengeSet:
         self.show(0)
         self._award()
         if any(a.started is not None and not a.over for a in self.attempts):
-            self.ticker.playing = True  # a problem opened before a restart: its clock runs on
+            self.ticker.running = True  # a problem opened before a restart: its clock runs on
 
     @property
     def earned(self):
-        return all(a.solved for a in self.attempts)
+        """Every problem solved, none of them on a clock of the learner's choosing."""
+        return all(a.solved and not a.practice for a in self.attempts)
 
     def open(self, i):
         """Show problem ``i`` and start its clock."""
         self.show(i)
         self.attempts[i].start()
         self._save()
-        self.ticker.playing = True
+        self.ticker.running = True
         self._render()
 
     def show(self, i):
@@ -244,6 +285,7 @@ class ChallengeSet:
         self.summary.value = (
             f"<b>Set finished: {solved} of {len(self.attempts)} solved</b> in {used // 60}:{used % 60:02d}. "
             + (f"Badge earned: {html.escape(self.set['badge'])}." if self.earned else
+               "No badge: practice, on a clock of your choosing." if not review else
                f"Badge not earned (it needs all {len(self.attempts)}). To review: {'; '.join(review)}."))
 
     def _tick(self):
@@ -255,7 +297,7 @@ class ChallengeSet:
             self.feedback.value = f"<b>Time's up.</b> {self._reveal(problem)}"
             self._award()
         if not any(a.started is not None and not a.over for a in self.attempts):
-            self.ticker.playing = False  # nothing is running: stop ticking
+            self.ticker.running = False  # nothing is running: stop ticking
         self._render()
 
     def _render(self):
@@ -263,8 +305,8 @@ class ChallengeSet:
         self.header.value = (f"<b>{self.index + 1}/{len(self.attempts)} · {KIND_NAMES[problem['kind']]}"
                              f"</b> · {problem['level']} · {html.escape(problem['title'])}")
         left = attempt.remaining()
-        self.clock_label.value = (f"&nbsp;Time left <b>{left // 60}:{left % 60:02d}</b> · "
-                                  f"{attempt.status().capitalize()}")
+        self.clock_label.value = ("&nbsp;" + (f"Time left <b>{left // 60}:{left % 60:02d}</b> · " if not attempt.over
+                                              else "Closed · ") + attempt.status().capitalize())
         self.start_button.disabled = attempt.started is not None
         self.submit_button.disabled = attempt.started is None or attempt.over
 
@@ -273,7 +315,7 @@ class ChallengeSet:
 
 
 def show_timed(topic, seconds=None, progress="default"):
-    """A topic's timed challenge set; ``seconds`` overrides the time per problem.
+    """A topic's timed challenge set; ``seconds`` overrides the time per problem, for practice (no badge).
 
     Earned badges are saved in the progress file (``progress=None`` keeps nothing).
 
@@ -281,6 +323,7 @@ def show_timed(topic, seconds=None, progress="default"):
     30
     """
     challenge_set = load("timed", topic)
-    if seconds:
+    practice = bool(seconds) and seconds != challenge_set["seconds"]
+    if practice:
         challenge_set["seconds"] = seconds
-    return ChallengeSet(challenge_set, progress=Progress() if progress == "default" else progress)
+    return ChallengeSet(challenge_set, progress=Progress() if progress == "default" else progress, practice=practice)

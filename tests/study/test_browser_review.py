@@ -7,6 +7,8 @@ from browser import ARTIFACTS, browser_page, notebook, open_notebook, plain, sta
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 REVIEW = notebook("from grader.study import review_due, show_timed",
                   'review_due(["data_parallel"], new=3)',
+                  'show_timed("foundations", seconds=3)',
+                  'show_timed("foundations")',
                   'show_timed("ddp")')
 
 
@@ -45,6 +47,13 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
         expect(face).to_contain_text(plain(deck[0]["front"]))
         page.screenshot(path=str(ARTIFACTS / "review_again_comes_back.png"))
 
+        # Practice on a 3-second clock: the first problem runs out of time and shows its answer.
+        sets = page.locator(".widget-vbox", has=page.locator(".timed-start"))
+        practice = sets.nth(0)
+        expect(practice).to_contain_text("Practice (0:03 per problem")
+        practice.locator(".timed-start").click()
+        expect(practice.locator(".timed-feedback")).to_contain_text("Time's up", timeout=10_000)
+
         # A wrong answer in the timed set uses an attempt; a restarted kernel keeps it.
         problem = timed["problems"][0]
         wrong = problem["choices"][(problem["answer"] + 1) % len(problem["choices"])]
@@ -57,9 +66,17 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
         page.get_by_role("menuitem", name="Kernel", exact=True).click()
         page.get_by_role("menuitem", name="Restart Kernel and Run All Cells…").click()
         page.locator(".jp-Dialog").get_by_role("button", name="Confirm Kernel Restart").click()
+        # The sets the new kernel drew, not the old ones' views, left on the page disconnected until replaced.
+        fresh = ":not(.jupyter-widgets-disconnected)"
         ddp = page.locator(".widget-vbox", has=page.locator(".timed-start")).last
-        expect(ddp.locator(".timed-clock")).to_contain_text("1 attempt left", timeout=60_000)
-        expect(ddp.locator(".timed-start")).to_be_disabled()
+        clock = ddp.locator(".timed-clock" + fresh)
+        expect(clock).to_contain_text("1 attempt left", timeout=60_000)
+        expect(ddp.locator(".timed-start" + fresh)).to_be_disabled()
+        expect(clock).not_to_have_text(clock.inner_text(), timeout=5_000)  # the countdown runs on after it
+        # The practised problem, its answer shown, stays closed on the set's own clock: no badge from it.
+        full = sets.nth(1)
+        expect(full.locator(".timed-clock" + fresh)).to_contain_text("Closed · Time's up")
+        expect(full.locator(".timed-start" + fresh)).to_be_disabled()
         # The session, rebuilt from the saved ratings: three new cards met today, none due yet.
         expect(page.get_by_text("new cards today: 3 of 20")).to_be_visible()
         page.screenshot(path=str(ARTIFACTS / "review_after_restart.png"))

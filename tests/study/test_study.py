@@ -18,7 +18,7 @@ from grader.study.cards import Flashcards, review_due
 from grader.study.dashboard import summary
 from grader.study.explain import Explain, covered, mentions
 from grader.study.progress import Progress
-from grader.study.timed import Attempt, ChallengeSet
+from grader.study.timed import Attempt, ChallengeSet, show_timed
 
 T0 = datetime.datetime(2026, 3, 1, 9, 0, tzinfo=datetime.timezone.utc)
 CARDS = [{"id": f"t-{i}", "level": "beginner", "front": f"F{i}", "back": f"B{i}"} for i in range(4)]
@@ -323,7 +323,7 @@ def test_attempts_and_clocks_survive_a_restart_and_a_finished_set_says_how_it_we
     t[0] += 30
     again = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)  # a new kernel, same file
     assert again.attempts[0].left == 1 and again.attempts[0].remaining() == s.set["seconds"] - 30
-    assert again.ticker.playing and again.summary.value == ""
+    assert again.ticker.running and again.summary.value == ""
     again.submit(0, (problems[0]["answer"] + 1) % len(problems[0]["choices"]))  # out of attempts
     for i in range(1, len(problems)):
         again.open(i)
@@ -336,20 +336,65 @@ def test_attempts_and_clocks_survive_a_restart_and_a_finished_set_says_how_it_we
     assert "4 of 5 solved" in third.summary.value and third.submit_button.disabled
 
 
+def test_a_shown_answer_closes_its_problem_whatever_clock_the_set_is_shown_with_again(store):
+    t, problems = [0.0], load("timed", "ddp")["problems"]
+    short = ChallengeSet({**load("timed", "ddp"), "seconds": 5}, clock=lambda: t[0], progress=store, practice=True)
+    assert "Practice" in short.widget.children[0].value and "no badge" in short.widget.children[0].value
+    for i in range(len(problems)):
+        short.open(i)
+    t[0] = 6
+    short.ticker.tick += 1  # every clock ran out: the answers are shown
+    for seconds in (None, 3600):  # shown again, with the set's own clock and with an hour
+        again = show_timed("ddp", seconds=seconds, progress=store)  # the real clock: long past those deadlines
+        assert all(a.over and not a.solved for a in again.attempts) and again.practice == bool(seconds)
+    full = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)
+    assert [full.submit(i, p["answer"]) for i, p in enumerate(problems)] == ["time"] * len(problems)
+    assert not full.earned and "ddp" not in store.read()["badges"]
+    assert "Closed · Time's up" in full.clock_label.value and full.submit_button.disabled
+
+
+def test_practice_earns_no_badge_even_when_every_problem_is_solved(store):
+    t, problems = [0.0], load("timed", "ddp")["problems"]
+    long = ChallengeSet({**load("timed", "ddp"), "seconds": 3600}, clock=lambda: t[0], progress=store, practice=True)
+    for i, p in enumerate(problems):
+        long.open(i)
+        assert long.submit(i, p["answer"]) == "right"
+    assert not long.earned and "No badge: practice" in long.summary.value and "ddp" not in store.read()["badges"]
+    again = ChallengeSet(load("timed", "ddp"), clock=lambda: t[0], progress=store)  # the set's own clock now
+    assert not again.earned and "ddp" not in store.read()["badges"]
+
+
+def test_a_problem_past_its_deadline_opens_closed_and_a_finished_sets_time_stops_at_the_last_answer(store):
+    t, problems = [0.0], load("timed", "data_parallel")["problems"]
+    s = ChallengeSet(load("timed", "data_parallel"), clock=lambda: t[0], progress=store)
+    s.open(0)
+    t[0] = 500  # the kernel restarted long after: the deadline passed meanwhile
+    again = ChallengeSet(load("timed", "data_parallel"), clock=lambda: t[0], progress=store)
+    assert again.attempts[0].over and again.submit_button.disabled and not again.ticker.running
+    assert "Closed · Time's up" in again.clock_label.value and "Time left" not in again.clock_label.value
+    for i, p in enumerate(problems[1:], 1):  # three seconds each
+        again.open(i)
+        t[0] += 3
+        again.submit(i, p["answer"])
+    t[0] += 100  # a minute and more after the last answer
+    again.ticker.tick += 1
+    assert "4 of 5 solved</b> in 2:12." in again.summary.value  # 120 s for the first, 4 x 3 s for the rest
+
+
 def test_the_countdown_expires_and_reveals_the_answer(store):
     t = [0.0]
     s = ChallengeSet(load("timed", "foundations"), clock=lambda: t[0], progress=store)
     s.open(0)
-    assert "2:00" in s.clock_label.value and s.ticker.playing
+    assert "2:00" in s.clock_label.value and s.ticker.running
     t[0] = 119.5
-    s.ticker.value += 1
+    s.ticker.tick += 1
     assert "0:01" in s.clock_label.value and "Time's up" not in s.feedback.value
     t[0] = 121
-    s.ticker.value += 1
+    s.ticker.tick += 1
     problem = s.set["problems"][0]
-    assert "0:00" in s.clock_label.value and "Time's up" in s.feedback.value
+    assert "Closed · Time's up" in s.clock_label.value and "Time's up" in s.feedback.value
     assert problem["choices"][problem["answer"]] in s.feedback.value
-    assert not s.ticker.playing and s.submit_button.disabled
+    assert not s.ticker.running and s.submit_button.disabled
     assert s.submit(0, problem["answer"]) == "time"
 
 
