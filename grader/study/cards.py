@@ -58,7 +58,7 @@ class DeckKeys(anywidget.AnyWidget):
     export default { render };
     """.replace("KEYS_JSON", json.dumps(list(KEYS)))
     _css = """
-    .card-deck:focus { outline: 3px solid #1565c0 !important; outline-offset: 3px; border-radius: 4px; }
+    .card-deck:focus { outline: 3px solid #1565c0 !important; outline-offset: -3px; border-radius: 4px; }
     .card-deck:not(:focus) .card-keys-on { display: none; }
     .card-deck:focus .card-keys-off { display: none; }
     """
@@ -261,13 +261,14 @@ class Flashcards:
                 when = self.clock()
                 due = schedule.due_at(schedule.review(state, rating, when, fuzz=False))
                 button.description += f" · {when_text(due, when)[3:].split(' (')[0]}"
-        side = card["back"] if self.revealed else card["front"]
-        label = "answer" if self.revealed else "question"
+        # Revealed, the answer shows under its question: a learner compares the two.
+        answer = f'<hr style="border:0;border-top:1px solid #999"><small>answer</small><p>{card["back"]}</p>'
         colour = "#e8f5e9" if self.revealed else "#e3f2fd"
         self.face.value = (
             f'<div style="border:1px solid #999;border-radius:8px;padding:12px;'
             f'background:{colour};min-height:5em">'
-            f'<small><b>{card["level"]}</b> · {label}</small><p>{side}</p></div>')
+            f'<small><b>{card["level"]}</b> · question</small><p>{card["front"]}</p>'
+            f'{answer if self.revealed else ""}</div>')
         self.reveal_button.description = "Hide" if self.revealed else "Reveal"
 
     def _repr_mimebundle_(self, **kwargs):

@@ -40,8 +40,12 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
         face.click()
         assert page.evaluate("document.activeElement.closest('.card-deck') !== null")
         expect(page.locator(".card-keys-on").first).to_be_visible()
+        # The ring is drawn inside the deck, so the output area around it clips none of it.
+        assert page.evaluate("(s => parseFloat(s.outlineOffset) + parseFloat(s.outlineWidth))"
+                             "(getComputedStyle(document.activeElement.closest('.card-deck')))") <= 0
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[0]["back"]))
+        expect(face).to_contain_text(plain(deck[0]["front"]))  # revealed, the question stays above its answer
         page.screenshot(path=str(ARTIFACTS / "cards_focused_deck.png"))
         page.keyboard.press("ArrowRight")
         expect(face).to_contain_text(plain(deck[1]["front"]))
@@ -58,6 +62,7 @@ def test_keys_reach_the_deck_only_while_it_has_the_focus(lab):
         expect(page.locator(".card-keys-off").first).to_be_visible()
         page.keyboard.press("Space")
         expect(face).to_contain_text(plain(deck[2]["front"]))
+        expect(face).not_to_contain_text(plain(deck[2]["back"]))
 
         # A keyboard-only student reaches the deck with Tab: it comes just before its own controls.
         page.locator(".card-deck select").first.focus()
