@@ -108,9 +108,8 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         raise TypeError(f"{getattr(fn, '__name__', fn)!s} or its arguments cannot be sent to the ranks: {e}") from e
     run_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
     (run_dir / "payload.pkl").write_bytes(payload)
-    if start_method == "forkserver":  # the server's state is from when it started: the ranks take on this one's
-        (run_dir / "launcher.json").write_text(json.dumps({"environ": dict(os.environ), "cwd": os.getcwd(),
-                                                           "path": sys.path}))
+    if start_method == "forkserver":  # the server's environment is from when it started: the ranks take this one's
+        (run_dir / "environ.json").write_text(json.dumps(dict(os.environ)))  # (multiprocessing sends folder and path)
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nprocs, run_id=uuid.uuid4().hex,
         rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0",  # port 0: the OS picks a free one
@@ -322,14 +321,11 @@ def _quiet_elastic_logs():
 def _rank_main(run_dir, backend, threads):
     """Entry point of every rank: set up output, run the function, leave its result."""
     run_dir = Path(run_dir)
-    launcher = run_dir / "launcher.json"
-    if launcher.exists():  # forked from the fork server: the launching process's environment, folder and path
-        state = json.loads(launcher.read_text())
+    launcher = run_dir / "environ.json"
+    if launcher.exists():  # forked from the fork server: the launching process's environment, as it is now
         for_this_rank = {k: v for k, v in os.environ.items() if _IMPORT_ENVIRON.get(k) != v}
         os.environ.clear()
-        os.environ.update({**state["environ"], **for_this_rank})
-        os.chdir(state["cwd"])
-        sys.path[:] = state["path"]
+        os.environ.update({**json.loads(launcher.read_text()), **for_this_rank})
     rank = int(os.environ["RANK"])
     (run_dir / f"pid.{rank}").write_text(str(os.getpid()))
     # fd level, so output from C++ (gloo, NCCL) is captured too
