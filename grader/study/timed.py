@@ -188,7 +188,7 @@ class ChallengeSet:
         self.next_button.on_click(lambda _: self.show(self.index + 1))
         self.ticker.observe(lambda _: self._tick(), names="tick")
         seconds = f"{challenge_set['seconds'] // 60}:{challenge_set['seconds'] % 60:02d}"
-        intro = (f"<b>Practice</b> ({seconds} per problem, a clock of your choosing): no badge. " if practice else
+        intro = ("<b>Practice</b> on a clock of your choosing: no badge. " if practice else
                  f"<b>{MEDAL} {html.escape(challenge_set['badge'])}</b>: answer all five to earn the badge. ")
         self.widget = w.VBox([
             w.HTML(f"{intro}{seconds} and {challenge_set['attempts']} attempts per problem; the explanation comes "

@@ -50,7 +50,7 @@ def test_again_comes_back_in_the_session_and_attempts_survive_a_restart(lab):
         # Practice on a 3-second clock: the first problem runs out of time and shows its answer.
         sets = page.locator(".widget-vbox", has=page.locator(".timed-start"))
         practice = sets.nth(0)
-        expect(practice).to_contain_text("Practice (0:03 per problem")
+        expect(practice).to_contain_text("Practice on a clock of your choosing: no badge. 0:03")
         practice.locator(".timed-start").click()
         expect(practice.locator(".timed-feedback")).to_contain_text("Time's up", timeout=10_000)
 
