@@ -153,11 +153,11 @@ def confine_files(connection_file=None, secrets=(), toolkit=None):
                     "environment")
     if abi >= 6:
         attr = struct.pack("QQQ", files, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
-    elif files:
-        attr = struct.pack("Q", files)
-        left.append(f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox")
     else:
-        return [*left, f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox"]
+        left.append(f"Landlock ABI {abi} (Linux < 6.12) has no scopes: answers may signal processes outside the sandbox")
+        if not files:
+            return left  # nothing left for Landlock to do
+        attr = struct.pack("Q", files)
     ruleset = libc.syscall(create, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return [f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"]
