@@ -17,7 +17,7 @@
    skipped with the reason.
 
 The report goes to ``<out>/<YYYY-MM-DD>-<gpu>.md`` (``cpu`` without one; ``-quick`` added for
-``--quick``), its "Failures" section listing every failure with its message. The exit
+``--quick``; ``-2``, ``-3``... beside an earlier report of the same day), its "Failures" section listing every failure with its message. The exit
 status is 1 when a lesson lost points, a cell raised or wrote to stderr, a measurement
 raised, or a gpu test failed. ``--quick`` is the CPU form that ``make test`` runs
 (tests/lab/test_gpu_check.py): lesson 00 only, small measurements, and the gpu tests in their
@@ -68,6 +68,7 @@ class Lesson:
     max_score: float = 0.0
     lost: dict = field(default_factory=dict)  # {test cell: (points scored, points it has)}
     problems: list = field(default_factory=list)  # cells that raised or wrote to stderr; nbgrader's own errors
+    slowest: list = field(default_factory=list)  # (cell, seconds): where the time went, slowest first
 
     def failures(self):
         """What went wrong, one line each."""
@@ -163,6 +164,24 @@ def cell_problems(nb):
     return found
 
 
+def slowest_cells(nb, n=3):
+    """The ``n`` slowest code cells of an executed notebook, from the times nbclient recorded.
+
+    >>> run = {"iopub.execute_input": "2026-11-26T03:00:00.5Z", "shell.execute_reply": "2026-11-26T03:00:12.0Z"}
+    >>> slowest_cells({"cells": [{"cell_type": "code", "metadata": {"execution": run}}]})
+    [('code cell 0', 11.5)]
+    """
+    timed = []
+    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        times = cell.get("metadata", {}).get("execution", {})
+        began, ended = times.get("iopub.execute_input"), times.get("shell.execute_reply")
+        if began and ended:
+            name = cell["metadata"].get("nbgrader", {}).get("grade_id") or f"code cell {i}"
+            seconds = (datetime.datetime.fromisoformat(ended) - datetime.datetime.fromisoformat(began)).total_seconds()
+            timed.append((name, round(seconds, 1)))
+    return sorted(timed, key=lambda t: -t[1])[:n]
+
+
 def grade_lesson(course, lesson):
     """Autograde the lesson's solution in the scratch ``course``: seconds, score, and what went wrong."""
     result = Lesson(lesson)
@@ -180,7 +199,9 @@ def grade_lesson(course, lesson):
         result.score, result.max_score, per_cell = scores(course, lesson, "solver")
         result.lost = {cell: (per_cell.get(cell, 0), pts) for cell, pts in points(lesson).items()
                        if per_cell.get(cell, 0) < pts}
-        result.problems += cell_problems(read_nb(course / "autograded" / "solver" / lesson / f"{lesson}.ipynb"))
+        graded = read_nb(course / "autograded" / "solver" / lesson / f"{lesson}.ipynb")
+        result.problems += cell_problems(graded)
+        result.slowest = slowest_cells(graded)
     except Exception as e:  # the report still gets written, with this in it
         result.problems.append(f"could not be graded: {type(e).__name__}: {e}")
     return result
@@ -307,10 +328,11 @@ def report(check):
              "## Lessons: each solution run top to bottom and autograded",
              "Scratch course, `nbgrader autograde` with the course's `nbgrader_config.py` (cell time-out "
              "120 s); seconds are the whole autograde run.",
-             _table(["lesson", "seconds", "score", "problems (cells that raised or wrote to stderr)"],
+             _table(["lesson", "seconds", "score", "problems (cells that raised or wrote to stderr)", "slowest cells"],
                     [(x.name, f"{x.seconds:.1f}", f"{x.score:g} / {x.max_score:g}",
-                      "; ".join(p.split("\n")[0][:200] for p in x.problems) or "none")
-                     for x in check.lessons] or [("none run", "", "", "")])]
+                      "; ".join(p.split("\n")[0][:200] for p in x.problems) or "none",
+                      ", ".join(f"{cell} {seconds:g} s" for cell, seconds in x.slowest))
+                     for x in check.lessons] or [("none run", "", "", "", "")])]
     parts += ["## DDP speedup (`scaling.ddp_speedups`)", f"On {check.notes.get('ddp', 'nothing: not measured')}.",
               _table(["per-rank batch", "global batch", "speedup", "efficiency", "graded bar (lesson 02)"],
                      [(b, b * n, f"{s:.2f}x", f"{s / n:.0%}", f"{bar:.2f}x") for b, n, s, bar in check.ddp]
@@ -359,8 +381,12 @@ def slug(gpus):
 
 
 def write(check, out):
-    """Write the report into the folder ``out``; its path."""
-    path = Path(out) / f"{check.date}-{slug(check.facts['gpus'])}{'-quick' if check.quick else ''}.md"
+    """Write the report into the folder ``out``, next to any earlier one of the same day (``-2``, ``-3``...); its path."""
+    name = f"{check.date}-{slug(check.facts['gpus'])}{'-quick' if check.quick else ''}"
+    path, n = Path(out) / f"{name}.md", 1
+    while path.exists():
+        n += 1
+        path = Path(out) / f"{name}-{n}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report(check))
     return path
@@ -379,11 +405,14 @@ def main(argv=None):
     print(check.facts["hardware"], flush=True)
     check_torch(check)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped (`timeout`), it still reports
+    running = None  # the lesson being autograded, and since when
     try:
         with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
             course = copy_course(Path(scratch) / "course")
             for lesson in args.lessons or (QUICK_LESSONS if args.quick else LESSONS):
+                running = (lesson, time.monotonic())
                 check.lessons.append(grade_lesson(course, lesson))
+                running = None
                 x = check.lessons[-1]
                 print(f"{lesson}: {x.score:g} / {x.max_score:g} in {x.seconds:.1f} s", flush=True)
             attempt(check, "the DDP speedup", measure_ddp, sizes["ddp"])
@@ -391,7 +420,8 @@ def main(argv=None):
             attempt(check, "memory against the estimate", measure_memory, sizes["memory"])
             attempt(check, "pytest -m gpu tests/lab/test_gpu.py", run_gpu_tests, scratch)
     except KeyboardInterrupt:
-        check.errors.append(f"stopped after {time.monotonic() - start:.0f} s, before it finished: "
+        during = f", {time.monotonic() - running[1]:.0f} s into autograding {running[0]}" if running else ""
+        check.errors.append(f"stopped after {time.monotonic() - start:.0f} s{during}, before it finished: "
                             "what is missing from this report did not run")
     check.seconds = time.monotonic() - start
     path = write(check, args.out)

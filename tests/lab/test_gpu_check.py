@@ -1,6 +1,7 @@
 """`make gpu-check` in its CPU form, so that it cannot rot: the quick run end to end, and its report."""
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -30,8 +31,9 @@ def test_the_quick_check_grades_lesson_00_measures_and_lists_the_gpu_tests(tmp_p
     assert f"| hardware | {hardware.describe()} |" in text
     assert "| torch floor | 2.8 (the oldest torch the lessons are true on) |" in text
     full = sum(points("00_foundations").values())
-    assert any(line.startswith("| 00_foundations |") and line.endswith(f"| {full:g} / {full:g} | none |")
-               for line in text.splitlines()), text
+    (row,) = [line for line in text.splitlines() if line.startswith("| 00_foundations |")]
+    assert f"| {full:g} / {full:g} | none | " in row, row
+    assert re.search(r"\| [\w ]+ \d+(\.\d)? s(, [\w ]+ \d+(\.\d)? s){2} \|$", row), row  # its 3 slowest cells, timed
     assert "| 64 | 128 | " in text  # the DDP speedup of the quick form, on 2 ranks
     assert "| 2 | 33% | " in text and "| 4 | 20% | " in text  # the bubble, against the formula
     assert "| batch 4, 2 layers | 4.24 MB | 4.24 MB | 100% | " in text  # the calculator is exact in fp32
@@ -54,12 +56,14 @@ def made_up(**results):
 
 
 def test_a_report_with_nothing_wrong_shows_the_tables_and_no_failures(tmp_path):
-    check = made_up(lessons=[Lesson("00_foundations", 8.5, 10, 10)],
+    check = made_up(lessons=[Lesson("00_foundations", 8.5, 10, 10, slowest=[("c4_median_time_test", 3.2)])],
                     tests=[GpuTest("test_a", "passed", 1.2), GpuTest("test_b", "skipped", 0, "needs 2 CUDA GPUs")])
     path = gpu_check.write(check, tmp_path)
     assert path.name == f"{check.date}-2x-nvidia-h100-80gb-hbm3.md"
+    # A second run the same day keeps the first report
+    assert gpu_check.write(check, tmp_path).name == f"{check.date}-2x-nvidia-h100-80gb-hbm3-2.md"
     text = path.read_text()
-    assert "| 00_foundations | 8.5 | 10 / 10 | none |" in text
+    assert "| 00_foundations | 8.5 | 10 / 10 | none | c4_median_time_test 3.2 s |" in text
     assert "| 2048 | 4096 | 1.83x | 92% | 1.00x |" in text
     assert "| 4 | 20% | 23% | +3 points |" in text
     assert "| batch 4, 2 layers | 4.24 MB | 4.24 MB | 100% | 3.50 MB | 83% | 40.00 MB |" in text
