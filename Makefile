@@ -12,10 +12,8 @@
 #                  tests marked gpu, measure; report in docs/gpu/ (tests/gpu_check.py;
 #                  GPU_CHECK_ARGS="--lessons 02_ddp" for one lesson, "--quick" for the CPU form)
 #
-# Set-up makes a virtual environment in .venv. It reuses an installed torch (a GPU
-# hub's) when there is one; otherwise it installs $(TORCH_SPEC) (torch==2.13.0, a CPU
-# build on the course machines) before anything else, so pip never pulls CUDA wheels
-# on a machine without a GPU. Elsewhere, point TORCH_INDEX_URL at a CPU wheel index.
+# Set-up makes a virtual environment in .venv and installs torch first (`make torch`,
+# below: an installed one is kept; without a GPU, a CPU build), then the course.
 #
 # Every recipe runs as an activated environment would: .venv/bin comes first on PATH,
 # so commands that tools run by name (nbgrader runs `alembic`) are the environment's own.
@@ -25,27 +23,43 @@ PYTHON ?= python3
 SYSTEM_SITE ?= 1
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup lab test quick release autograde sheets anki browser gpu-check
+.PHONY: setup torch lab test quick release autograde sheets anki browser gpu-check
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(SYSTEM_SITE)),--system-site-packages) $(VENV)
-	@if $(PY) -c "import torch" 2>/dev/null; then \
-		echo "using installed torch $$($(PY) -c 'import torch; print(torch.__version__)')"; \
-	elif command -v nvidia-smi >/dev/null 2>&1; then \
-		$(PY) -m pip install torch; \
-	else \
-		$(PY) -m pip install $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"; \
-	fi
+	@$(MAKE) --no-print-directory torch
 	$(PY) -m pip install -e ".[test]"
 	@# JupyterLab's defaults for the course: no news pop-up or update check over the widgets
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp hub/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
+
+# torch before the course, so pip never pulls CUDA wheels for a machine without a GPU:
+# an installed torch is kept; with nvidia-smi, the default (CUDA) build; otherwise
+# $(TORCH_SPEC) from TORCH_INDEX_URL if set, else from PyTorch's CPU index when it answers,
+# else from pip's default index (a CPU build on the course machines), saying which.
+torch:
+	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(SYSTEM_SITE)),--system-site-packages) $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+		echo "torch: using the installed $$($(PY) -c 'import torch; print(torch.__version__)')"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+		echo "torch: a GPU (nvidia-smi): the default index's CUDA build"; \
+		$(PY) -m pip install torch; \
+	elif [ -n "$(TORCH_INDEX_URL)" ]; then \
+		echo "torch: $(TORCH_SPEC) from TORCH_INDEX_URL, $(TORCH_INDEX_URL)"; \
+		$(PY) -m pip install --index-url "$(TORCH_INDEX_URL)" "$(TORCH_SPEC)"; \
+	elif $(PY) -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=10)" 2>/dev/null; then \
+		echo "torch: $(TORCH_SPEC) from PyTorch's CPU index, $(TORCH_CPU_INDEX)"; \
+		$(PY) -m pip install --index-url "$(TORCH_CPU_INDEX)" "$(TORCH_SPEC)"; \
+	else \
+		echo "torch: PyTorch's CPU index ($(TORCH_CPU_INDEX)) cannot be reached: $(TORCH_SPEC) from pip's default index"; \
+		$(PY) -m pip install "$(TORCH_SPEC)"; \
+	fi
 
 # Browser tests drive Debian's Chromium; install it where we may (root with apt).
 browser:

@@ -32,7 +32,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Release notebooks are committed cleared, so a diff shows only real changes.
 c.ClearOutput.enabled = True
 
-# Grades an instructor can trust (grader/grading/integrity.py; the README's "What grading guarantees").
+# Grades an instructor can trust (grader/grading/integrity.py; docs/instructor.md, "What grading guarantees").
 # nbgrader's own pass is the clean room: before it runs, the submission is rebuilt from the
 # release with the student's answer cells only (cells added are left out and listed), each
 # answer cell is scanned and each test cell stamped with a token; the kernel starts in an

@@ -1,11 +1,18 @@
-"""Set-up files agree with each other and with the README."""
+"""Set-up files agree with each other and with the README; `make torch` takes the right index."""
 
+import functools
+import http.server
+import os
 import re
+import shutil
 import subprocess
+import sys
+import threading
 import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from grader import hardware
@@ -97,3 +104,50 @@ def test_the_installed_course_reads_its_thresholds_and_content_from_home():
     ok, topics, where = proc.stdout.split()
     assert (ok, int(topics)) == ("True", len(list((REPO / "grader" / "content" / "cards").glob("*.json"))))
     assert not Path(where).is_relative_to(REPO)
+
+
+def fake_torch(folder, local):
+    """A wheel of a package named torch, version 2.13.0+``local``: what an index serves, in a test."""
+    folder.mkdir(parents=True)
+    name, dist = f"torch-2.13.0+{local}", f"torch-2.13.0+{local}.dist-info"
+    with zipfile.ZipFile(folder / f"{name}-py3-none-any.whl", "w") as whl:
+        whl.writestr("torch/__init__.py", f"__version__ = '2.13.0+{local}'\n")
+        whl.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+{local}\n")
+        whl.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{dist}/RECORD", "")
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="with nvidia-smi, `make torch` takes the GPU branch")
+def test_make_torch_takes_pytorchs_cpu_index_when_it_answers_and_the_default_index_when_not(tmp_path):
+    # Two indexes on this machine's loopback, each a folder of one fake torch wheel.
+    fake_torch(tmp_path / "www" / "cpu" / "torch", "cpuindex")
+    fake_torch(tmp_path / "www" / "default" / "torch", "defaultindex")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=tmp_path / "www")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"{url}/default/", PIP_NO_CACHE_DIR="1",
+               PATH="/usr/bin:/bin")
+    venv = tmp_path / "venv"
+
+    def make_torch(cpu_index):
+        proc = subprocess.run(["make", "-f", str(REPO / "Makefile"), "--no-print-directory", "torch", f"VENV={venv}",
+                               f"PYTHON={sys.executable}", "SYSTEM_SITE=0", f"TORCH_CPU_INDEX={cpu_index}"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        version = subprocess.run([venv / "bin" / "python", "-c", "import torch; print(torch.__version__)"],
+                                 capture_output=True, text=True).stdout.strip()
+        return proc.stdout.splitlines()[0], version
+
+    try:
+        assert make_torch(f"{url}/cpu") == (
+            f"torch: torch==2.13.0 from PyTorch's CPU index, {url}/cpu", "2.13.0+cpuindex")
+        assert make_torch(f"{url}/cpu") == ("torch: using the installed 2.13.0+cpuindex", "2.13.0+cpuindex")
+        subprocess.run([venv / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y", "torch"], env=env, check=True)
+        closed = "http://127.0.0.1:9/whl/cpu"  # the discard port: nothing answers
+        assert make_torch(closed) == (
+            f"torch: PyTorch's CPU index ({closed}) cannot be reached: torch==2.13.0 from pip's default index",
+            "2.13.0+defaultindex")
+    finally:
+        server.shutdown()

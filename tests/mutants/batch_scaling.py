@@ -137,7 +137,7 @@ def smallest_batch(efficiencies, target):
     # Typed in from a table: no sweep of the learner's measured them.
     "typed_in_efficiencies": ("c5_efficiency", SMALLEST + """
 TARGET = scaling.expected_ddp_speedup(2) / 2
-MY_EFFICIENCIES = {256: 0.63, 1024: 0.83, 4096: 0.89}  # the README's efficiencies of 2 ranks
+MY_EFFICIENCIES = {256: 0.63, 1024: 0.83, 4096: 0.89}  # docs/measured.md's efficiencies of 2 ranks
 PER_RANK_BATCH = smallest_batch(MY_EFFICIENCIES, TARGET)
 """),
     # Each batch's throughput over the best one's: measured, but not speedup / ranks.
