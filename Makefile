@@ -8,6 +8,9 @@
 #                  (WORKERS=N to choose how many students at once)
 #   make sheets    regenerate the cheat sheets in notebooks/cheatsheets/ from grader/content
 #   make anki      export every topic's cards and questions to notebooks/anki/*.apkg
+#   make docs      build the course site into build/site/html (guides, lessons run for their
+#                  outputs, cheat sheets, measurements), offline; SITE_ARGS="--execute 00_foundations"
+#                  runs one lesson only, SITE_ARGS="--execute" none
 #   make gpu-check on a machine with GPUs: run and autograde every lesson's solution, run the
 #                  tests marked gpu, measure; report in docs/gpu/ (tests/gpu_check.py;
 #                  GPU_CHECK_ARGS="--lessons 02_ddp" for one lesson, "--quick" for the CPU form)
@@ -29,12 +32,12 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: setup torch lab test quick release autograde sheets anki browser gpu-check
+.PHONY: setup torch lab test quick release autograde sheets anki browser gpu-check docs
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory torch
-	$(PY) -m pip install -e ".[test]"
+	$(PY) -m pip install -e ".[test,docs]"
 	@# JupyterLab's defaults for the course: no news pop-up or update check over the widgets
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp hub/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
@@ -98,3 +101,6 @@ anki: setup
 
 gpu-check: setup
 	$(PY) tests/gpu_check.py $(GPU_CHECK_ARGS)
+
+docs: setup
+	$(PY) docs/build_site.py $(if $(SITE_ARGS),$(SITE_ARGS),--execute all)
