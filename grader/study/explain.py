@@ -5,9 +5,20 @@ Prompts are data: ``grader/content/explain/<topic>.json``, each with ``id``, ``p
 After *Check* the learner sees the model answer and each concept, and ticks the ones their
 answer really covered; that honest self-assessment is the learning step, and it is saved
 and schedules the prompt's next review like a card rating. A matcher only pre-ticks its
-suggestions: a concept whose phrase appears in the text, up to case, punctuation and
-common word endings (``gradients`` matches ``gradient``), and not negated in its clause
-("not", "never", "no", "without", "doesn't" ... a few words before).
+suggestions, and only where the words leave no doubt: a concept one of whose phrases (its
+list of ways to say it, in the content) appears in the text, up to case, punctuation and
+common word endings (``gradients`` matches ``gradient``), with none of its words denied.
+A denial reaches:
+
+- from "not", "never", "no", "without", "doesn't", "nor" ... its whole clause ("activations
+  are not kept" denies "activations");
+- from "instead of", "rather than", "unlike", "as opposed to" to the end of its clause;
+- from "neither", or a word that calls the rest false ("a myth that", "it is wrong / false /
+  untrue / incorrect that", "a misconception", "a mistake"), to the end of the sentence;
+
+and "but", "however", "yet", "whereas" end it. Measured on a labelled set of answers
+(tests/study/explain_labelled.json: right answers, wrong ones in the right words, right ones
+in other words), docs/self-learner.md gives its precision and recall.
 """
 
 import html
@@ -23,10 +34,16 @@ from .progress import Progress
 from .quiz import SentAtOnce
 
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "e")
-# Words that negate what follows them in a clause ("doesn't" splits into "doesn" and "t").
-NEGATIONS = {"not", "no", "never", "without", "nor", "neither", "cannot", "t", "doesn", "don", "isn",
-             "aren", "wasn", "weren", "won", "shouldn", "needn", "hardly", "none"}
-NEGATION_REACH = 4  # words before a phrase that a negation can reach
+# Words that deny their whole clause, before and after them ("doesn't" splits into "doesn" and "t"):
+# "activations are not kept" denies "activations" too.
+NEGATIONS = {"not", "no", "never", "without", "nor", "cannot", "t", "doesn", "don", "isn", "aren", "wasn",
+             "weren", "won", "shouldn", "needn", "hardly", "none"}
+# Words that deny what follows them in their clause: "threads instead of a process per GPU".
+SWAPS = {"instead", "rather", "unlike", "opposed"}
+# Words that deny the rest of their sentence: "neither ... nor ...", "it is a myth that ...".
+DENIALS = {"neither", "myth", "false", "untrue", "wrong", "incorrect", "misconception", "mistake", "mistaken",
+           "fallacy"}
+CONTRASTS = {"but", "however", "yet", "whereas"}  # a denial ends here
 
 
 def stem(word):
@@ -55,15 +72,36 @@ def words(text):
     return [stem(t) for t in re.findall(r"[a-z0-9_]+", text)]
 
 
-def clauses(text):
-    """``text`` cut at punctuation into clauses, each a list of word stems."""
-    text = re.sub(r"<[^>]+>", " ", html.unescape(text))
-    return [words(part) for part in re.split(r"[.,;:!?()\n]|\bbut\b", text, flags=re.I)]
+def sentences(text):
+    """``text`` as sentences, each a list of (word stem, denied): whether a denial reaches the word.
+
+    >>> [[w for w, denied in s if denied] for s in sentences("It is not a copy, it is a shard. Not this")]
+    [['it', 'is', 'not', 'a', 'copy'], ['not', 'thi']]
+    >>> [w for w, denied in sentences("a myth that it splits, or that it gathers")[0] if not denied]
+    ['a']
+    >>> [w for w, denied in sentences("one process instead of threads")[0] if not denied]
+    ['one', 'process']
+    """
+    text = re.sub(r"<[^>]+>", " ", html.unescape(text)).lower()
+    marked = []
+    for sentence in re.split(r"[.;!?\n]+", text):
+        marked.append([])
+        whole = False  # a denial of the rest of the sentence
+        for clause in re.split(r"[,:()]|\b(?=(?:but|however|yet|whereas)\b)", sentence):
+            tokens = re.findall(r"[a-z0-9_]+", clause or "")
+            if tokens and tokens[0] in CONTRASTS:
+                whole = False
+            negated, swapped = bool(NEGATIONS & set(tokens)), False
+            for token in tokens:
+                swapped = swapped or token in SWAPS
+                whole = whole or token in DENIALS
+                marked[-1].append((stem(token), negated or swapped or whole))
+    return marked
 
 
 def mentions(text, phrase):
-    """Whether ``phrase`` appears in ``text`` (word by word, up to endings and case) and is
-    not negated by a word shortly before it in the same clause.
+    """Whether ``phrase`` appears in ``text`` (word by word, up to endings and case) with
+    none of its words denied.
 
     >>> mentions("Each GPU averages its gradients with All-Reduce.", "all-reduce")
     True
@@ -73,12 +111,16 @@ def mentions(text, phrase):
     False
     >>> mentions("it doesn't average anything, but each rank averages gradients", "average")
     True
+    >>> mentions("It is a myth that DDP starts a process per GPU, or that it averages", "average")
+    False
+    >>> mentions("a single process with threads instead of one process per GPU", "one process per GPU")
+    False
     """
     want = words(phrase)
-    for have in clauses(text):
+    for have in sentences(text):
         for i in range(len(have) - len(want) + 1):
-            if want and have[i:i + len(want)] == want and \
-                    not NEGATIONS & set(have[max(0, i - NEGATION_REACH):i]):
+            if want and [w for w, _ in have[i:i + len(want)]] == want and \
+                    not any(denied for _, denied in have[i:i + len(want)]):
                 return True
     return False
 

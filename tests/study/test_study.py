@@ -230,18 +230,29 @@ def test_a_negated_phrase_is_not_credited_and_a_plain_one_still_is():
     prompt = load("explain", "ddp")[0]
     denial = ("DDP does NOT use multiple processes and needs no DistributedSampler; gradients are never "
               "all-reduced or averaged, and the replicas drift apart and are never identical")
-    # Was 4 of 4. Now the three negated concepts get no tick; "the replicas drift apart" does
-    # name replicas without a negation, which a phrase matcher cannot see through: the
-    # learner's own marking against the model answer decides.
-    assert covered(denial, prompt["concepts"]) == [prompt["concepts"][0]["name"]]
-    assert covered(denial.replace("the replicas drift", "they drift"), prompt["concepts"]) == []
+    # Was 4 of 4. A negation denies its whole clause ("the replicas drift apart and are never
+    # identical" names replicas in a clause that says "never").
+    assert covered(denial, prompt["concepts"]) == []
     for negated in ["it isn't averaged", "it does not average", "without averaging", "no averaging",
                     "it doesn't really average", "never averaged"]:
         assert not mentions(negated, "average"), negated
-    # A negation reaches only its own clause, and only a few words.
+    # A negation reaches to the end of its own clause, and no further.
     assert mentions("not the weights: the gradients are averaged", "average")
     assert mentions("nothing is lost, and every rank averages", "average")
-    assert mentions("no copy is made until the ranks later average them", "average")
+    assert not mentions("no copy is made until the ranks later average them", "average")
+    assert mentions("no copy is made, and the ranks later average them", "average")
+    # Denials that reach further (issue 33: "a myth that ..." ticked all four concepts)
+    myth = ("It is a myth that DDP uses one process per GPU, that each rank trains on its own shard of the data, "
+            "that gradients are all-reduced and averaged in the backward pass, or that the replicas stay identical.")
+    assert covered(myth, prompt["concepts"]) == []
+    assert covered(myth.replace("It is a myth that", "People think that"), prompt["concepts"]) == \
+        [c["name"] for c in prompt["concepts"]]
+    for denied in ["Neither is there one process per GPU, nor are gradients averaged",
+                   "Instead of one process per GPU, DDP runs threads", "DDP runs threads rather than a process per GPU",
+                   "It is wrong to say that gradients are averaged, or that there is a process per GPU"]:
+        assert covered(denied, prompt["concepts"]) == [], denied
+    assert covered("DDP runs one process per GPU instead of threads", prompt["concepts"]) == [prompt["concepts"][0]["name"]]
+    assert mentions("Not one thread per GPU but one process per GPU", "process per GPU")
 
 
 def test_explain_shows_the_model_answer_and_saves_the_learners_own_marks(tmp_path):
