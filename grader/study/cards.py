@@ -278,13 +278,16 @@ class Flashcards:
 def show_cards(topic, level=None, seed=None, progress="default"):
     """A :class:`Flashcards` widget for a topic, optionally one level only.
 
-    Ratings are saved in the progress file (``progress=None`` keeps nothing).
+    Ratings are saved in the progress file (``progress=None`` keeps nothing), which also
+    notes the topic as opened: :func:`review_due` brings new cards from opened topics first.
 
     >>> show_cards("data_parallel", level="beginner", progress=None).level.value
     'beginner'
     """
-    deck = Flashcards(load("cards", topic), seed=seed,
-                      progress=Progress() if progress == "default" else progress)
+    store = Progress() if progress == "default" else progress
+    if store is not None:
+        store.update(lambda r: r.setdefault("opened", {}).setdefault(topic, schedule.now().isoformat()))
+    deck = Flashcards(load("cards", topic), seed=seed, progress=store)
     if level:
         deck.level.value = level
     return deck
@@ -295,8 +298,10 @@ def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, 
 
     ``new`` is how many never-seen cards each topic adds, and ``new_per_day`` caps the new
     cards of a day, all sessions together (the progress file counts them, so a restart
-    does not start the count again). Every topic by default, new cards come in the course's
-    order: lesson 00's first, so a cap that leaves some out leaves out the later lessons'.
+    does not start the count again). Every topic by default, new cards come first from the
+    lessons the learner has opened (whose flashcards :func:`show_cards` showed), then from the
+    others, each group in the course's order (lesson 00's first): a cap that leaves some out
+    leaves out lessons not reached yet.
 
     >>> import tempfile, pathlib
     >>> session = review_due(["ddp"], new=3, progress=Progress(pathlib.Path(tempfile.mkdtemp()) / "p.json"))
@@ -309,8 +314,9 @@ def review_due(topic_names=None, new=5, progress="default", clock=schedule.now, 
     when = clock()
     today = record.get("new_today", {})
     introduced = len(today.get("ids", [])) if today.get("date") == when.date().isoformat() else 0
-    cards = [c for topic in (topic_names or in_course_order(topics("cards")))
-             for c in schedule.due(load("cards", topic), schedules, when, new=new)]
+    # New cards: first from the topics whose lesson the learner has opened, then the others
+    order = topic_names or sorted(in_course_order(topics("cards")), key=lambda t: t not in record.get("opened", {}))
+    cards = [c for topic in order for c in schedule.due(load("cards", topic), schedules, when, new=new)]
     cards.sort(key=lambda c: c["id"] not in schedules)  # due cards before new ones
     seen = sum(c["id"] in schedules for c in cards)
     cards = cards[:seen + max(0, new_per_day - introduced)]

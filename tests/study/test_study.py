@@ -193,6 +193,24 @@ def test_new_cards_come_in_the_courses_order_lesson_00_first(store):
     assert [topic_of[c["id"]] for c in session.cards] == [t for t in content.COURSE_ORDER[:4] for _ in range(5)]
 
 
+def test_new_cards_come_first_from_the_lessons_the_learner_opened(store):
+    from grader.study import show_cards
+
+    topic_of = {c["id"]: topic for topic in topics("cards") for c in load("cards", topic)}
+    # A learner who went straight to lessons 04 and 03 (their flashcards shown): those come
+    # first, in the course's order, then the lessons not opened yet, from lesson 00.
+    show_cards("batch_scaling", progress=store)
+    show_cards("model_parallel", progress=store)
+    show_cards("model_parallel", progress=store)  # shown again: still one topic, first opened at its first showing
+    assert list(store.read()["opened"]) == ["batch_scaling", "model_parallel"]
+    session = review_due(new=5, progress=store, clock=lambda: T0, new_per_day=20)
+    assert [topic_of[c["id"]] for c in session.cards] == \
+        [t for t in ("model_parallel", "batch_scaling", "foundations", "data_parallel") for _ in range(5)]
+    # Nothing kept, nothing noted
+    show_cards("ddp", progress=None)
+    assert "ddp" not in store.read()["opened"]
+
+
 def test_a_due_session_draws_due_cards_from_every_topic_then_new_ones(store):
     first = {"fnd": load("cards", "foundations")[0], "ddp": load("cards", "ddp")[0]}
     store.update(lambda r: r["cards"].update({c["id"]: schedule.review(None, "again", T0, fuzz=False)
