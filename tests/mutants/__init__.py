@@ -1,7 +1,7 @@
 """Mutants: plausible wrong answers a student might write, one module per lesson.
 
 ``MUTANTS[lesson][name] = (solution grade id, answer cell source)``. In the nbgrader round
-trip each must lose exactly its challenge's points (tests/grading/test_nbgrader.py); every challenge
+trip each must lose exactly its challenge's points (tests/grading/roundtrip.py); every challenge
 keeps at least one (a test checks it), and a mutant that scores is a bug in the challenge.
 Add one to the lesson's module when a wrong answer slips through.
 """
