@@ -27,7 +27,6 @@ nb_execution_cache_path = os.environ.get("COURSE_SITE_CACHE", "")
 html_theme = "sphinx_book_theme"
 html_title = project
 html_theme_options = {"show_toc_level": 2, "navigation_with_keys": False}
-html_last_updated_fmt = None
 # MathJax 3 from a package (sphinx-mathjax-offline ships its files), not a CDN: the site reads
 # offline. Its SVG build needs no font files.
 html_static_path = [str(Path(importlib.util.find_spec("sphinx-mathjax-offline").origin).parent / "static")]

@@ -17,8 +17,8 @@
    skipped with the reason.
 
 The report goes to ``<out>/<YYYY-MM-DD>-<gpu>.md`` (``cpu`` without one; ``-quick`` added for
-``--quick``; ``-2``, ``-3``... beside an earlier report of the same day), its "Failures" section listing every failure with its message. The exit
-status is 1 when a lesson lost points, a cell raised or wrote to stderr, a measurement
+``--quick``; ``-2``, ``-3``... beside an earlier report of the same day), its "Failures"
+section listing every failure with its message. The exit status is 1 when a lesson lost points, a cell raised or wrote to stderr, a measurement
 raised, or a gpu test failed. ``--quick`` is the CPU form that ``make test`` runs
 (tests/lab/test_gpu_check.py): lesson 00 only, small measurements, and the gpu tests in their
 CPU form (the CPU standing in for missing GPUs, gloo for NCCL), so none of them can rot unseen.
@@ -146,6 +146,12 @@ def _nvidia_driver():
     return proc.stdout.split("\n")[0].strip() or None
 
 
+def code_cells(nb):
+    """(name, cell) of each code cell: its nbgrader grade id, or "code cell N" (N counting code cells)."""
+    return [(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"code cell {i}", cell)
+            for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code")]
+
+
 def cell_problems(nb):
     """Every code cell of an executed notebook that raised or wrote to stderr, in words.
 
@@ -154,8 +160,7 @@ def cell_problems(nb):
     ['code cell 0 wrote to stderr: careful']
     """
     found = []
-    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
-        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"code cell {i}"
+    for name, cell in code_cells(nb):
         for out in cell.get("outputs", []):
             if out["output_type"] == "error":
                 found.append(f"{name} raised {out['ename']}: {out['evalue']}")
@@ -172,11 +177,10 @@ def slowest_cells(nb, n=3):
     [('code cell 0', 11.5)]
     """
     timed = []
-    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+    for name, cell in code_cells(nb):
         times = cell.get("metadata", {}).get("execution", {})
         began, ended = times.get("iopub.execute_input"), times.get("shell.execute_reply")
         if began and ended:
-            name = cell["metadata"].get("nbgrader", {}).get("grade_id") or f"code cell {i}"
             seconds = (datetime.datetime.fromisoformat(ended) - datetime.datetime.fromisoformat(began)).total_seconds()
             timed.append((name, round(seconds, 1)))
     return sorted(timed, key=lambda t: -t[1])[:n]

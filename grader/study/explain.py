@@ -66,10 +66,14 @@ def stem(word):
     return word
 
 
+def plain(text):
+    """``text`` without HTML tags or entities, in lower case."""
+    return re.sub(r"<[^>]+>", " ", html.unescape(text)).lower()
+
+
 def words(text):
     """The stems of the words in ``text`` (HTML tags and punctuation dropped)."""
-    text = re.sub(r"<[^>]+>", " ", html.unescape(text)).lower()
-    return [stem(t) for t in re.findall(r"[a-z0-9_]+", text)]
+    return [stem(t) for t in re.findall(r"[a-z0-9_]+", plain(text))]
 
 
 def sentences(text):
@@ -82,13 +86,12 @@ def sentences(text):
     >>> [w for w, denied in sentences("one process instead of threads")[0] if not denied]
     ['one', 'process']
     """
-    text = re.sub(r"<[^>]+>", " ", html.unescape(text)).lower()
     marked = []
-    for sentence in re.split(r"[.;!?\n]+", text):
+    for sentence in re.split(r"[.;!?\n]+", plain(text)):
         marked.append([])
         whole = False  # a denial of the rest of the sentence
         for clause in re.split(r"[,:()]|\b(?=(?:but|however|yet|whereas)\b)", sentence):
-            tokens = re.findall(r"[a-z0-9_]+", clause or "")
+            tokens = re.findall(r"[a-z0-9_]+", clause)
             if tokens and tokens[0] in CONTRASTS:
                 whole = False
             negated, swapped = bool(NEGATIONS & set(tokens)), False

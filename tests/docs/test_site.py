@@ -1,26 +1,18 @@
 """The course site (`make docs`): built offline with no warning, and read in headless Chromium."""
 
-import functools
-import http.server
 import os
 import sys
-import threading
 
 import pytest
 
 from browser import ARTIFACTS, browser_page, CHROMIUM
-from conftest import REPO
+from conftest import REPO, serve
 from grader.content import COURSE_ORDER
 
 sys.path.insert(0, str(REPO / "docs"))
 import build_site  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # no line per request in the test's output
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +23,8 @@ def built(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # Not one warning from Sphinx (the kernel that runs lesson 00 logs its own, "[IPKernelApp] WARNING |")
     assert not [line for line in proc.stderr.splitlines() if "WARNING:" in line or "ERROR:" in line], proc.stderr
-    handler = functools.partial(Quiet, directory=out / "html")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield out, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with serve(out / "html") as url:
+        yield out, url
 
 
 def test_a_broken_link_or_cross_reference_fails_the_build(tmp_path):

@@ -1,13 +1,10 @@
 """Set-up files agree with each other and with the README; `make torch` takes the right index."""
 
-import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import tomllib
 import zipfile
 from pathlib import Path
@@ -17,7 +14,7 @@ import yaml
 
 from grader import hardware
 
-from conftest import REPO, activated, installed, read_nb, wheel
+from conftest import REPO, activated, installed, read_nb, serve, wheel
 
 CONDA_NAMES = {"torch": "pytorch"}
 
@@ -122,25 +119,21 @@ def test_make_torch_takes_pytorchs_cpu_index_when_it_answers_and_the_default_ind
     # Two indexes on this machine's loopback, each a folder of one fake torch wheel.
     fake_torch(tmp_path / "www" / "cpu" / "torch", "cpuindex")
     fake_torch(tmp_path / "www" / "default" / "torch", "defaultindex")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=tmp_path / "www")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"{url}/default/", PIP_NO_CACHE_DIR="1",
-               PATH="/usr/bin:/bin")
-    venv = tmp_path / "venv"
+    with serve(tmp_path / "www") as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+        env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"{url}/default/", PIP_NO_CACHE_DIR="1",
+                   PATH="/usr/bin:/bin")
+        venv = tmp_path / "venv"
 
-    def make_torch(cpu_index):
-        proc = subprocess.run(["make", "-f", str(REPO / "Makefile"), "--no-print-directory", "torch", f"VENV={venv}",
-                               f"PYTHON={sys.executable}", "SYSTEM_SITE=0", f"TORCH_CPU_INDEX={cpu_index}"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        version = subprocess.run([venv / "bin" / "python", "-c", "import torch; print(torch.__version__)"],
-                                 capture_output=True, text=True).stdout.strip()
-        return proc.stdout.splitlines()[0], version
+        def make_torch(cpu_index):
+            proc = subprocess.run(["make", "-f", str(REPO / "Makefile"), "--no-print-directory", "torch", f"VENV={venv}",
+                                   f"PYTHON={sys.executable}", "SYSTEM_SITE=0", f"TORCH_CPU_INDEX={cpu_index}"],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            version = subprocess.run([venv / "bin" / "python", "-c", "import torch; print(torch.__version__)"],
+                                     capture_output=True, text=True).stdout.strip()
+            return proc.stdout.splitlines()[0], version
 
-    try:
         assert make_torch(f"{url}/cpu") == (
             f"torch: torch==2.13.0 from PyTorch's CPU index, {url}/cpu", "2.13.0+cpuindex")
         assert make_torch(f"{url}/cpu") == ("torch: using the installed 2.13.0+cpuindex", "2.13.0+cpuindex")
@@ -149,5 +142,3 @@ def test_make_torch_takes_pytorchs_cpu_index_when_it_answers_and_the_default_ind
         assert make_torch(closed) == (
             f"torch: PyTorch's CPU index ({closed}) cannot be reached: torch==2.13.0 from pip's default index",
             "2.13.0+defaultindex")
-    finally:
-        server.shutdown()

@@ -3,7 +3,7 @@
 import json
 import re
 
-from grader.content import load
+from grader.content import load, topics
 from grader.study.explain import covered
 
 from conftest import REPO
@@ -13,8 +13,7 @@ LABELLED = REPO / "tests" / "study" / "explain_labelled.json"
 
 def measure():
     """{kind: (pre-ticks right, pre-ticks, concepts covered)} over the labelled answers, and "all"."""
-    prompts = {p["id"]: p for topic in ("foundations", "data_parallel", "ddp", "model_parallel", "batch_scaling")
-               for p in load("explain", topic)}
+    prompts = {p["id"]: p for topic in topics("explain") for p in load("explain", topic)}
     tally = {}
     for answer in json.loads(LABELLED.read_text())["answers"]:
         concepts = prompts[answer["prompt"]]["concepts"]
