@@ -22,6 +22,9 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.pt"
 # under 10 s); 120 s leaves room for a busy grading machine yet stops an endless loop.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+# A graded notebook's kernels are killed at the end, with every process they started (their process
+# group): a graceful shutdown waits for the interpreter to tear torch down, seconds per kernel.
+c.Execute.shutdown_kernel = "immediate"
 
 # Students may delete or edit test cells; grade with the instructor's copies.
 c.OverwriteCells.add_missing_cells = True

@@ -11,17 +11,17 @@ collectives it calls.
 
 import contextlib
 import math
+import sys
 import warnings
 import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch.distributed.fsdp import FSDPModule
-from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from . import hardware
+from .models import is_dtensor
 
 # Bytes per parameter of each model state, for Adam: fp32 keeps everything in 4-byte floats.
 # "mixed" is the accounting of the ZeRO and Megatron papers: 2-byte parameters and gradients,
@@ -35,8 +35,14 @@ ADAM = {"fp32": {"parameters": 4, "gradients": 4, "optimizer": 8},
         "mixed": {"parameters": 2, "gradients": 2, "optimizer": 12}}
 
 
+def _is_fsdp(module):
+    """Whether ``module`` is wrapped by FSDP2's ``fully_shard`` (as :func:`grader.models.is_dtensor`, without the import)."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(module, fsdp.FSDPModule)
+
+
 def _local(t):
-    return t.to_local() if isinstance(t, DTensor) else t
+    return t.to_local() if is_dtensor(t) else t
 
 
 def tensor_bytes(tensors):
@@ -323,12 +329,12 @@ class _Watch(TorchDispatchMode):
         self.watched, self.comm = watched, comm
         # Where each sharded (DTensor) parameter is registered: FSDP registers the whole one there while gathered.
         self.slots = [(module, name) for module in model.modules()
-                      for name, p in module.named_parameters(recurse=False) if isinstance(p, DTensor)]
+                      for name, p in module.named_parameters(recurse=False) if is_dtensor(p)]
         # The most ranks a parameter is sharded over (an HSDP mesh also replicates it over others).
         self.ranks = max((math.prod(p.device_mesh.size(dim) for dim, placement in enumerate(p.placements)
                                     if placement.is_shard()) for p in (getattr(m, name) for m, name in self.slots)),
                          default=1)
-        self.fsdp = any(isinstance(m, FSDPModule) for m in model.modules())
+        self.fsdp = any(_is_fsdp(m) for m in model.modules())
         self.shards = {storage.data_ptr() for storage in self.storages()}
         self.in_flight = []  # weak references to the outputs of all-gathers not yet copied out
         self.unsharded = False  # whether a parameter was seen registered in place of its shard
@@ -348,7 +354,8 @@ class _Watch(TorchDispatchMode):
         return sum(storages.values())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(issubclass(t, DTensor) for t in types):
+        dtensor = sys.modules.get("torch.distributed.tensor")  # imported: the watched model is sharded
+        if dtensor is not None and any(issubclass(t, dtensor.DTensor) for t in types):
             return NotImplemented  # as CommDebugMode does: the DTensor's own operations come back here
         counted = self.comm.get_total_counts()
         out = func(*args, **(kwargs or {}))
@@ -463,10 +470,10 @@ def _sharded_rank(make_model, shard, x, steps, lr):
     full = tensor_bytes(model.parameters())
     model = shard(model, init_device_mesh(device.type, (world,))) or model
     seen = _train(model, _data_slice(x, rank, world).to(device), steps, lr)
-    params = [p.full_tensor() if isinstance(p, DTensor) else p for p in model.parameters()]
+    params = [p.full_tensor() if is_dtensor(p) else p for p in model.parameters()]
     return (ShardingProfile(full, seen.shards, seen.peak, seen.count("all_gather"), seen.count("reduce_scatter"),
                             traffic(seen.collectives),
-                            [name for name, m in model.named_modules() if isinstance(m, FSDPModule)]),
+                            [name for name, m in model.named_modules() if _is_fsdp(m)]),
             torch.cat([p.detach().flatten() for p in params]).cpu())
 
 

@@ -2,11 +2,22 @@
 
 import functools
 import math
+import sys
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
+
+
+def is_dtensor(t):
+    """Whether ``t`` is a DTensor (a sharded tensor), without importing torch.distributed.tensor
+    (a second's import for every kernel and rank): until something has imported it, nothing is one.
+
+    >>> is_dtensor(torch.ones(2))
+    False
+    """
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(t, module.DTensor)
 
 
 def mlp(in_features=512, hidden=1024, classes=10, seed=0):
@@ -62,7 +73,7 @@ def one_vector(tensors):
     """
     if isinstance(tensors, nn.Module):
         tensors = tensors.parameters()
-    return torch.cat([(t.full_tensor() if isinstance(t, DTensor) else t).detach().flatten().cpu() for t in tensors])
+    return torch.cat([(t.full_tensor() if is_dtensor(t) else t).detach().flatten().cpu() for t in tensors])
 
 
 def train_one_process(steps, batch, optimizer, fresh_batches=False):

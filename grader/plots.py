@@ -2,11 +2,17 @@
 
 import textwrap
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import Patch
 
 from .timing import Timing
+
+
+def _figure(**size):
+    """A new figure and its axes; pyplot is imported with the first figure, not with this module,
+    so a kernel or rank that plots nothing does not pay for it."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(**size)
 
 
 def _finish(fig, ax, title, **legend):
@@ -30,7 +36,7 @@ def bar_timings(timings, title="", unit="ms"):
     >>> fig = bar_timings([measure(lambda: None, repeats=3, label="noop")])
     """
     scale = {"s": 1, "ms": 1e3, "us": 1e6}[unit]
-    fig, ax = plt.subplots(figsize=(6, 1.4 + 0.5 * len(timings)))
+    fig, ax = _figure(figsize=(6, 1.4 + 0.5 * len(timings)))
     labels = [t.label or f"#{i}" for i, t in enumerate(timings)]
     ax.barh(labels, [t.median * scale for t in timings],
             xerr=[t.spread * scale for t in timings], color="#4c72b0")
@@ -50,7 +56,7 @@ def speedup_curve(xs, speedups, xlabel, ideal, title="", logx=False):
     >>> fig = speedup_curve([64, 512, 2048], [0.8, 1.5, 1.8], "per-rank batch", ideal=2)
     """
     ideal = [ideal] * len(xs) if isinstance(ideal, (int, float)) else ideal
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = _figure(figsize=(5, 3.5))
     ax.plot(xs, ideal, "--", color="grey", label="ideal")
     ax.plot(xs, speedups, "o-", label="measured")
     if logx:
@@ -81,7 +87,7 @@ def pipeline_gantt(works, title=""):
     span = (max(w.end for w in works) - t0) * 1e3
     ranks = sorted({w.rank for w in works})
     staged = any(w.stage is not None for w in works)
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.6 * len(ranks)))
+    fig, ax = _figure(figsize=(8, 0.9 + 0.6 * len(ranks)))
     for w in works:
         left, width = (w.start - t0) * 1e3, (w.end - w.start) * 1e3
         later = staged and w.stage >= len(ranks)  # the rank's second (third, ...) stage
@@ -93,6 +99,8 @@ def pipeline_gantt(works, title=""):
     ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
+    from matplotlib.patches import Patch
+
     handles = [Patch(color=COLOURS["F"], label="forward"), Patch(color=COLOURS["B"], label="backward")]
     if staged:
         handles.append(Patch(facecolor="grey", hatch="///", edgecolor="white", label="a later stage"))
@@ -111,7 +119,7 @@ def bubble_sweep(micro_batches, measured, stages, title=""):
     from .pipeline import bubble_formula  # lazily, as in pipeline_gantt
 
     ms = np.geomspace(min(micro_batches), max(micro_batches), 50)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = _figure(figsize=(5, 3.5))
     ax.plot(ms, [bubble_formula(stages, m) for m in ms], "--", color="grey",
             label=f"formula (p-1)/(m+p-1), p={stages}")
     ax.plot(micro_batches, measured, "o", label="measured")
@@ -127,7 +135,7 @@ def loss_curves(curves, title="", xlabel="epochs"):
 
     >>> fig = loss_curves({"batch 32": [(0.5, 1.0), (1, 0.6)], "batch 256": [(0.5, 1.2), (1, 0.9)]})
     """
-    fig, ax = plt.subplots(figsize=(7.5, 3.5))
+    fig, ax = _figure(figsize=(7.5, 3.5))
     for label, points in curves.items():
         ax.plot(*zip(*points), label=label)
     ax.set_xlabel(xlabel)
@@ -142,7 +150,7 @@ def throughput_curves(batches, samples_per_second, title=""):
 
     >>> fig = throughput_curves([16, 64, 256], {"1 rank": [2e3, 5e3, 7e3], "2 ranks": [1.6e3, 4.5e3, 1e4]})
     """
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = _figure(figsize=(5, 3.5))
     for label, values in samples_per_second.items():
         ax.plot(batches, values, "o-", label=label)
     _log2_ticks(ax, batches)
@@ -162,7 +170,7 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
 
     top = max([*ns, *predict])
     xs = np.geomspace(1, top, 60)
-    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    fig, ax = _figure(figsize=(6.5, 3.5))
     ax.plot(xs, xs, "--", color="grey", label="perfect (N)")
     ax.plot(xs, [amdahl(serial, n) for n in xs], label=f"Amdahl, serial fraction {serial:.2f}")
     ax.plot(ns, speedups, "o", color="black", label="measured")

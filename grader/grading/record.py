@@ -29,9 +29,10 @@ import time
 from dataclasses import dataclass
 
 import torch
-from torch.distributed.tensor import DTensor
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from ..models import is_dtensor
 
 TORCH = os.path.dirname(torch.__file__) + os.sep  # where torch's own classes are written
 
@@ -86,7 +87,7 @@ def forwards(inputs=False):
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         rows = first.shape[0] if first is not None and first.dim() else None
         copy = first.detach().cpu().clone() if inputs and first is not None else None
-        sharded = any(isinstance(p, DTensor) for p in module.parameters())
+        sharded = any(is_dtensor(p) for p in module.parameters())
         sync = getattr(module, "require_backward_grad_sync", None)  # DDP's flag, which no_sync clears
         seen.append(Forward(class_name(module), depth[0], rows, copy, sharded, sync, time.perf_counter()))
         depth[0] += 1

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import (LESSONS, REPO, assert_ran_cleanly, cpu_hogs, mutant_students, nbgrader, parallel_autograde, points,
+from conftest import (LESSONS, REPO, assert_ran_cleanly, mutant_students, nbgrader, parallel_autograde, points,
                       read_nb, scores, submission, submit, undecided)
 from mutants import MUTANTS
 
@@ -56,13 +56,9 @@ def graded(released, request):
                 lesson, answers={gid: MUTANTS[lesson][name][1].lstrip() for gid, name in carried.items()}))
     if FIRST in lessons:
         submit(released, "corrupt", FIRST, '{"cells": [ this is not json')
-    # The solution on a busy grader: a CPU-heavy process (an endless loop) beside nbgrader and the
-    # other test lane. Right answers written otherwise, in the mutants' students, are graded after it.
-    with cpu_hogs(1):
-        for lesson in lessons:
-            nbgrader("autograde", lesson, "--student=solver", cwd=released)
-    # The rest of the class with the course's parallel autograde, as many students at a time as it
-    # gives this machine (one per core; one notebook at a time for lessons whose ranks need both cores).
+    # The whole class, the solution among it, with the course's parallel autograde: as many students
+    # at a time as it gives this machine (one per core; one notebook at a time for lessons whose
+    # ranks need both cores), beside the other test lane, so the solution is graded on a busy machine.
     logs = {}
     for lesson in lessons:
         proc = parallel_autograde(released, lesson)
@@ -82,8 +78,9 @@ def graded(released, request):
 
 
 def test_solution_gets_full_marks(graded, lesson):
-    # A right answer never loses a point, here on a busy grader: where the reference measured
-    # beside it misses its bar too, a measured cell goes to the instructor with the numbers, never to 0.
+    # A right answer never loses a point, here on a busy grader (beside the class and the other test
+    # lane): where the reference measured beside it misses its bar too, a measured cell goes to the
+    # instructor with the numbers, never to 0.
     score, max_score, per_cell = scores(graded[0], lesson, "solver")
     busy = undecided(graded[0], lesson, "solver")
     assert max_score >= 10
