@@ -309,3 +309,19 @@ def test_the_loss_curves_legend_sits_beside_the_axes_not_over_the_curves():
     renderer = fig.canvas.get_renderer()
     assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
     plt.close(fig)
+
+
+def test_the_lessons_imports_leave_sharding_and_pyplot_until_used():
+    # Every graded notebook starts two kernels, and every launch ranks, each importing the toolkit:
+    # torch.distributed.tensor (about a second) and pyplot (most of another) come only with their first
+    # use. (grader.pipeline, lesson 03's, imports torch's pipelining and with it both.)
+    import subprocess
+    import sys
+
+    code = ("import sys; from grader import hardware, launch, memory, models, plots, scaling, timing; "
+            "from grader.grading import checks, fairness, record; from grader.study import show_cards; "
+            "print(sorted(m for m in ('torch.distributed.tensor', 'torch.distributed.fsdp', 'matplotlib.pyplot') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+    assert plots.speedup_curve([1, 2], [1.0, 1.8], "ranks", ideal=2) is not None  # and plotting still imports it
