@@ -11,7 +11,6 @@ collectives it calls.
 
 import contextlib
 import math
-import sys
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from . import hardware
-from .models import is_dtensor
+from .models import is_dtensor, loaded_type
 
 # Bytes per parameter of each model state, for Adam: fp32 keeps everything in 4-byte floats.
 # "mixed" is the accounting of the ZeRO and Megatron papers: 2-byte parameters and gradients,
@@ -36,9 +35,9 @@ ADAM = {"fp32": {"parameters": 4, "gradients": 4, "optimizer": 8},
 
 
 def _is_fsdp(module):
-    """Whether ``module`` is wrapped by FSDP2's ``fully_shard`` (as :func:`grader.models.is_dtensor`, without the import)."""
-    fsdp = sys.modules.get("torch.distributed.fsdp")
-    return fsdp is not None and isinstance(module, fsdp.FSDPModule)
+    """Whether ``module`` is wrapped by FSDP2's ``fully_shard`` (without importing FSDP, as :func:`is_dtensor`)."""
+    fsdp = loaded_type("torch.distributed.fsdp", "FSDPModule")
+    return fsdp is not None and isinstance(module, fsdp)
 
 
 def _local(t):
@@ -354,8 +353,8 @@ class _Watch(TorchDispatchMode):
         return sum(storages.values())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        dtensor = sys.modules.get("torch.distributed.tensor")  # imported: the watched model is sharded
-        if dtensor is not None and any(issubclass(t, dtensor.DTensor) for t in types):
+        dtensor = loaded_type("torch.distributed.tensor", "DTensor")
+        if dtensor is not None and any(issubclass(t, dtensor) for t in types):
             return NotImplemented  # as CommDebugMode does: the DTensor's own operations come back here
         counted = self.comm.get_total_counts()
         out = func(*args, **(kwargs or {}))

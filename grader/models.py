@@ -9,15 +9,27 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 
+def loaded_type(module, name):
+    """The class ``name`` of ``module`` if something has imported that module, else None.
+
+    For an ``isinstance`` on torch's sharding classes without importing them (a second's import
+    for every kernel and rank): until their module is imported, no object can be one.
+
+    >>> loaded_type("math", "pi") is not None, loaded_type("no_such_module_here", "X")
+    (True, None)
+    """
+    found = sys.modules.get(module)
+    return getattr(found, name, None) if found is not None else None
+
+
 def is_dtensor(t):
-    """Whether ``t`` is a DTensor (a sharded tensor), without importing torch.distributed.tensor
-    (a second's import for every kernel and rank): until something has imported it, nothing is one.
+    """Whether ``t`` is a DTensor (a sharded tensor), without importing torch.distributed.tensor.
 
     >>> is_dtensor(torch.ones(2))
     False
     """
-    module = sys.modules.get("torch.distributed.tensor")
-    return module is not None and isinstance(t, module.DTensor)
+    dtensor = loaded_type("torch.distributed.tensor", "DTensor")
+    return dtensor is not None and isinstance(t, dtensor)
 
 
 def mlp(in_features=512, hidden=1024, classes=10, seed=0):

@@ -1,5 +1,7 @@
 """Unit tests for grader.hardware, grader.timing, grader.grading.record, grader.grading.checks and grader.plots."""
 
+import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -315,9 +317,6 @@ def test_the_lessons_imports_leave_sharding_and_pyplot_until_used():
     # Every graded notebook starts two kernels, and every launch ranks, each importing the toolkit:
     # torch.distributed.tensor (about a second) and pyplot (most of another) come only with their first
     # use. (grader.pipeline, lesson 03's, imports torch's pipelining and with it both.)
-    import subprocess
-    import sys
-
     code = ("import sys; from grader import hardware, launch, memory, models, plots, scaling, timing; "
             "from grader.grading import checks, fairness, record; from grader.study import show_cards; "
             "print(sorted(m for m in ('torch.distributed.tensor', 'torch.distributed.fsdp', 'matplotlib.pyplot') "
