@@ -1,13 +1,20 @@
-"""Collectives, measured: time against message size, the bandwidths nccl-tests reports, and a
-latency-bandwidth fit.
+"""Collectives, measured: time against message size, the bandwidths nccl-tests reports, a
+latency-bandwidth fit, DDP's buckets, and a training step's compute against its communication.
 
-:func:`collective_times` times a collective on N ranks over a range of message sizes as
-nccl-tests does (warm-up, then every rank starts together, and the slowest rank's time
-counts). :func:`bandwidths` turns a time into the *algorithm bandwidth* (bytes / seconds) and
-the *bus bandwidth* (the algorithm bandwidth times :func:`bus_factor`, the share of the data
-each rank's link carries), which compares across rank counts and with a link's own speed.
-:func:`fit_alpha_beta` fits the latency-bandwidth model t = α + β · bytes to measured points,
-and :func:`crossover` is the size from which the bandwidth term outweighs the latency.
+:func:`collective_times` times a collective on N ranks over a range of message sizes: warm-up
+calls, then every rank starts together, and the slowest rank's time counts (nccl-tests
+averages over ranks by default and takes the slowest with ``-a 3``; a collective is done only
+when its last rank is). :func:`bandwidths` turns a time into the *algorithm bandwidth*
+(bytes / seconds) and the *bus bandwidth* (the algorithm bandwidth times :func:`bus_factor`,
+the share of the data each rank's link carries), which compares across rank counts and with a
+link's own speed, :func:`copy_bandwidth` measures that speed here. :func:`fit_alpha_beta` fits
+the latency-bandwidth model t = α + β · bytes to measured points, and :func:`crossover` is the
+size from which the bandwidth term outweighs the latency.
+
+:func:`buckets` is DDP's rule for grouping gradients into all-reduce messages, and
+:func:`bucket_times` measures what buckets save over one message per parameter;
+:func:`compute_and_communication` splits a training step into its forward and backward and
+the all-reduce of its gradients, to say when a step is communication-bound.
 
 Sizes follow nccl-tests: the tensor for all-reduce, broadcast and reduce; the gathered
 output for all-gather; the input for reduce-scatter; a rank's whole buffer for all-to-all.
@@ -100,14 +107,19 @@ def _buffers(op, nbytes, world, device):
     return torch.ones(n, device=device), torch.empty(n, device=device)
 
 
+# The tensor forms of all-gather and reduce-scatter; torch 2.13 renamed them (the old names warn).
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
 def _run(op, source, out):
     """One call of the collective ``op``."""
     if op == "all_reduce":
         dist.all_reduce(source)
     elif op == "all_gather":
-        dist.all_gather_into_tensor(out, source)
+        _ALL_GATHER(out, source)
     elif op == "reduce_scatter":
-        dist.reduce_scatter_tensor(out, source)
+        _REDUCE_SCATTER(out, source)
     elif op == "all_to_all":
         dist.all_to_all_single(out, source)
     elif op == "broadcast":
@@ -144,8 +156,184 @@ def collective_times(op, sizes, ranks=2, iters=5, warmup=2, backend=None):
     >>> len(seconds) == 2 and all(s > 0 for s in seconds)
     True
     """
-    bus_factor(op, ranks)  # an unknown collective fails here, not on the ranks
+    if op not in OPS:  # fails here, not on the ranks
+        raise ValueError(f"unknown collective {op!r}: one of {', '.join(OPS)}")
     if not sizes or min(sizes) <= 0 or iters < 1 or warmup < 0:
         raise ValueError("sizes must be positive byte counts, iters at least 1 and warmup not negative")
     return launch(_rank_times, op, list(sizes), iters, warmup, nprocs=ranks, backend=backend,
+                  timeout=MEASURE_TIMEOUT, show_output=False)[0]
+
+
+def buckets(sizes, cap_bytes):
+    """Parameters grouped into all-reduce buckets by DDP's rule: parameter indices from the last to
+    the first (the order backward produces their gradients), a bucket closed once it holds at least
+    ``cap_bytes``; what is left at the end is the last bucket.
+
+    ``sizes`` are the gradients' sizes in bytes, in the order of ``model.parameters()``.
+
+    >>> buckets([400, 400, 400, 400], cap_bytes=800)
+    [[3, 2], [1, 0]]
+    >>> buckets([100, 4000, 100, 100], cap_bytes=1000)   # a large gradient closes its bucket alone
+    [[3, 2, 1], [0]]
+    """
+    if cap_bytes <= 0:
+        raise ValueError(f"a bucket's cap must be positive, got {cap_bytes} bytes")
+    done, bucket, held = [], [], 0
+    for i in reversed(range(len(sizes))):
+        bucket.append(i)
+        held += sizes[i]
+        if held >= cap_bytes:
+            done.append(bucket)
+            bucket, held = [], 0
+    return done + [bucket] if bucket else done
+
+
+def gradient_sizes(model):
+    """The bytes of each parameter's gradient, in the order of ``model.parameters()``.
+
+    >>> from grader.models import transformer
+    >>> sizes = gradient_sizes(transformer(layers=4))
+    >>> len(sizes), sum(sizes)
+    (48, 799744)
+    """
+    return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
+
+
+def _reduce_in_buckets(grads, plan):
+    """All-reduce ``grads`` bucket by bucket (each bucket flattened into one message, launched
+    without waiting), then wait for all and copy the sums back out, as DDP does."""
+    flats = [grads[b[0]] if len(b) == 1 else torch.cat([grads[i].flatten() for i in b]) for b in plan]
+    works = [dist.all_reduce(flat, async_op=True) for flat in flats]
+    for work in works:
+        work.wait()
+    for flat, b in zip(flats, plan):
+        if len(b) > 1:
+            offset = 0
+            for i in b:
+                grads[i].copy_(flat[offset:offset + grads[i].numel()].view_as(grads[i]))
+                offset += grads[i].numel()
+
+
+def _bucket_rank_times(sizes, caps, iters, warmup, rounds):
+    """On each rank: seconds to all-reduce gradients of ``sizes`` once, per parameter (cap 0) and in
+    buckets of each cap, measured in turn ``rounds`` times; the slowest rank's, best round kept."""
+    rank, world, device = init_distributed()
+    grads = [torch.ones(max(1, n // 4), device=device) for n in sizes]
+    plans = [[[i] for i in reversed(range(len(sizes)))] if cap == 0 else buckets(sizes, cap) for cap in caps]
+    best = [float("inf")] * len(plans)
+    for _ in range(rounds):
+        for k, plan in enumerate(plans):
+            for _ in range(warmup):
+                _reduce_in_buckets(grads, plan)
+            timing.wait(device)
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(iters):
+                _reduce_in_buckets(grads, plan)
+            timing.wait(device)
+            mine = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64, device=device)
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+            best[k] = min(best[k], mine.item())
+    return best
+
+
+def bucket_times(bucket_mbs, sizes, ranks=2, iters=10, warmup=2, rounds=3, backend=None):
+    """Seconds to all-reduce gradients of ``sizes`` (bytes) once on ``ranks`` ranks: one message per
+    parameter, then in buckets of each size in ``bucket_mbs`` (MB), measured in turn in the same
+    processes (best of ``rounds``, the slowest rank's time).
+
+    >>> per_parameter, bucketed = bucket_times([1.0], [4096] * 20, iters=3, rounds=1)
+    >>> per_parameter > 0 and bucketed > 0
+    True
+    """
+    caps = [0] + [int(mb * 2**20) for mb in bucket_mbs]
+    if min(caps[1:], default=1) <= 0:
+        raise ValueError(f"bucket sizes must be positive, got {bucket_mbs}")
+    return launch(_bucket_rank_times, list(sizes), caps, iters, warmup, rounds, nprocs=ranks, backend=backend,
+                  timeout=MEASURE_TIMEOUT, show_output=False)[0]
+
+
+def bucket_speedup(bucket_mb, sizes, ranks=2, **kwargs):
+    """How many times faster gradients of ``sizes`` all-reduce in buckets of ``bucket_mb`` MB than one
+    message per parameter, measured in fresh processes.
+
+    >>> bucket_speedup(25, [4096] * 20, iters=3, rounds=1) > 0
+    True
+    """
+    per_parameter, bucketed = bucket_times([bucket_mb], sizes, ranks, **kwargs)
+    return per_parameter / bucketed
+
+
+def copy_bandwidth(nbytes=64 << 20, device=None, repeats=5):
+    """Bytes per second one copy of a ``nbytes`` tensor reaches on ``device`` (the CPU by default):
+    on one CPU host, the memory bandwidth that gloo's ranks share, the ceiling of their bus bandwidth.
+    With ``device="peer"`` and two GPUs, a copy from GPU 0 to GPU 1: the link between them
+    (NVLink or PCIe), measured.
+
+    >>> copy_bandwidth(1 << 20) > 1e8   # more than 100 MB/s
+    True
+    """
+    source_device = target_device = torch.device("cpu") if device is None else device
+    if device == "peer":
+        source_device, target_device = torch.device("cuda", 0), torch.device("cuda", 1)
+    source = torch.ones(nbytes // 4, device=source_device)
+    target = torch.empty(nbytes // 4, device=target_device)
+    target.copy_(source)  # warm-up: pages touched, peer access set up
+    best = float("inf")
+    for _ in range(repeats):
+        timing.wait(source_device)
+        start = time.perf_counter()
+        target.copy_(source)
+        timing.wait(source_device)
+        timing.wait(target_device)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best
+
+
+def _split_rank_times(per_rank_batches, hidden, iters):
+    """On each rank, for each per-rank batch: (seconds of forward and backward, seconds of one
+    all-reduce of all the gradients in one bucket), medians, the slowest rank's."""
+    from .models import mlp, synthetic_batch
+
+    rank, world, device = init_distributed()
+    model = mlp(hidden=hidden).to(device)
+    flat = torch.ones(sum(p.numel() for p in model.parameters()), device=device)
+    results = []
+    for batch in per_rank_batches:
+        x, y = (t.to(device) for t in synthetic_batch(batch))
+
+        def compute():
+            model.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+
+        both = []
+        for work in (compute, lambda: dist.all_reduce(flat)):
+            work()  # warm-up
+            times = []
+            for _ in range(iters):
+                timing.wait(device)
+                dist.barrier()
+                start = time.perf_counter()
+                work()
+                timing.wait(device)
+                times.append(time.perf_counter() - start)
+            mine = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+            both.append(mine.item())
+        results.append(tuple(both))
+    return results
+
+
+def compute_and_communication(per_rank_batches, ranks=2, hidden=1024, iters=5, backend=None):
+    """For each per-rank batch: ``(compute, communication)`` seconds of one training step of the
+    course's MLP (``mlp(hidden=hidden)``, 1.6 M parameters at 1024) on ``ranks`` ranks: its
+    forward and backward, and the all-reduce of its gradients (6.3 MB at 1024) in one message. Communication
+    does not depend on the batch; compute grows with it. Where communication is the larger, a
+    step is communication-bound (however well it overlaps, it takes at least that long).
+
+    >>> (compute, comm), = compute_and_communication([2], iters=1)
+    >>> compute > 0 and comm > 0
+    True
+    """
+    return launch(_split_rank_times, list(per_rank_batches), hidden, iters, nprocs=ranks, backend=backend,
                   timeout=MEASURE_TIMEOUT, show_output=False)[0]

@@ -192,3 +192,43 @@ def amdahl_fit(ns, speedups, serial, predict=(8, 64), title=""):
                 fontsize=8, color="#c62828")
     # Beside the axes: inside, it covered the curve's marks where the curve falls (a fraction above 1).
     return _finish(fig, ax, title, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def bandwidth_curve(sizes, seconds, busbw, alpha_beta=None, limit=None, title=""):
+    """A collective measured against message size: time (log-log, with the fitted t = α + β·bytes
+    when ``alpha_beta`` is given) on the left, bus bandwidth on the right, with the link's
+    ``limit`` (bytes per second) as a line.
+
+    >>> fig = bandwidth_curve([1e3, 1e6], [1e-4, 1e-3], [1e7, 1e9], alpha_beta=(1e-4, 1e-12), limit=2e9)
+    """
+    fig, (left, right) = _figure(ncols=2, figsize=(10, 3.6))
+    sizes = np.asarray(sizes, dtype=float)
+    left.loglog(sizes, np.asarray(seconds) * 1e6, "o-", label="measured")
+    if alpha_beta:
+        alpha, beta = alpha_beta
+        left.loglog(sizes, (alpha + beta * sizes) * 1e6, "--", label=f"α + β·bytes (α {alpha * 1e6:.0f} µs, 1/β {1 / beta / 1e9:.2f} GB/s)")
+    left.set_xlabel("message size (bytes)")
+    left.set_ylabel("time per call (µs)")
+    left.legend(fontsize=8)
+    right.semilogx(sizes, np.asarray(busbw) / 1e9, "o-", label="bus bandwidth")
+    if limit:
+        right.axhline(limit / 1e9, color="gray", linestyle=":", label=f"link limit {limit / 1e9:.1f} GB/s")
+    right.set_xlabel("message size (bytes)")
+    right.set_ylabel("GB/s")
+    return _finish(fig, right, title, fontsize=8)
+
+
+def compute_communication(per_rank_batches, split, title=""):
+    """Compute and communication time of one training step against the per-rank batch, from
+    :func:`grader.comms.compute_and_communication`; where the communication line lies above,
+    the step is communication-bound.
+
+    >>> fig = compute_communication([2, 8], [(0.01, 0.02), (0.04, 0.02)])
+    """
+    fig, ax = _figure(figsize=(6, 3.4))
+    ax.plot(per_rank_batches, [c * 1e3 for c, _ in split], "o-", label="forward + backward")
+    ax.plot(per_rank_batches, [m * 1e3 for _, m in split], "s--", label="all-reduce of the gradients")
+    _log2_ticks(ax, per_rank_batches)
+    ax.set_xlabel("per-rank batch")
+    ax.set_ylabel("ms per step")
+    return _finish(fig, ax, title, fontsize=8)

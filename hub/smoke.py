@@ -24,6 +24,8 @@ exit status is 1 when any check failed, else 0:
 - ``fsdp step``: two ranks, as the lessons start them (one per GPU over NCCL with 2 GPUs or
   more, else CPU processes over gloo), train one ``fully_shard`` step that equals one process's.
 - ``pipeline``: a two-stage 1F1B pipeline on the same ranks runs every forward and backward.
+- ``overlap``: on the same ranks, lesson 05's overlapped DDP: each gradient all-reduced
+  asynchronously from its hook while backward runs, equal to one process's training.
 - ``lesson``: the first code cells of lesson 00's release notebook, run in a real kernel.
 - ``exchange`` and ``nbgitpuller``: what a class on the hub needs (skipped off a hub).
 
@@ -309,6 +311,59 @@ def check_pipeline(micro_batches=4):
                                     f"{pipeline.bubble_formula(2, micro_batches):.0%} by the formula")
 
 
+def overlapped_steps(steps, per_rank):
+    """On each rank: ``steps`` SGD steps of the MLP, each gradient's all-reduce started asynchronously
+    from its post-accumulate hook while backward runs and waited for before the step (lesson 05).
+    Its parameters after, and the fewest all-reduces any step had started when backward returned."""
+    import torch
+    import torch.distributed as dist
+
+    from grader.launch import init_distributed
+    from grader.models import mlp, one_vector, synthetic_batch
+
+    rank, world, device = init_distributed()
+    model = mlp(in_features=16, hidden=32).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = synthetic_batch(per_rank * world, in_features=16)
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    works, started = [], []
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: works.append(dist.all_reduce(p.grad, async_op=True)))
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[mine].to(device)), y[mine].to(device)).backward()
+        started.append(len(works))
+        for work in works:
+            work.wait()
+        works.clear()
+        for p in model.parameters():
+            p.grad /= world
+        opt.step()
+    return one_vector(model), min(started)
+
+
+def check_overlap(steps=2, per_rank=8):
+    """Two ranks train with all-reduces started from gradient hooks, as lesson 05 does, and end where one process ends."""
+    import functools
+
+    import torch
+
+    from grader import hardware
+    from grader.launch import launch
+    from grader.models import train_one_process
+
+    backend = hardware.backend(2)
+    results = launch(overlapped_steps, steps, per_rank, nprocs=2, backend=backend, timeout=120, show_output=False)
+    want = train_one_process(steps, 2 * per_rank, functools.partial(torch.optim.SGD, lr=0.1))
+    off = max((got - want).abs().max().item() for got, _ in results)
+    started = min(n for _, n in results)
+    if off > 1e-5 or started < 6:
+        return Result("overlap", FAIL, f"2 ranks ({backend}): parameters differ from one process's by up to {off:.2e}, "
+                                       f"{started} of 6 all-reduces started during backward")
+    return Result("overlap", PASS, f"2 ranks ({backend}) started all 6 gradients' all-reduces from hooks during "
+                                   f"backward, {steps} steps equal to one process's (largest difference {off:.1e})")
+
+
 def check_nccl():
     """One rank per GPU all-reduces over NCCL (needs 2 GPUs or more)."""
     gpus, skipped = _gpus_or_skip("nccl all-reduce")
@@ -447,7 +502,7 @@ def run_checks(expected_gpus=None, notebook=LESSON, cells=5, shm="/dev/shm"):
     checks = [("course", check_course), ("torch", check_torch), ("gpus", lambda: check_gpus(expected_gpus)),
               ("/dev/shm", lambda: check_shm(shm)), ("gloo all-reduce", check_gloo),
               ("nccl all-reduce", check_nccl), ("nccl from a kernel", check_nccl_kernel),
-              ("fsdp step", check_fsdp), ("pipeline", check_pipeline),
+              ("fsdp step", check_fsdp), ("pipeline", check_pipeline), ("overlap", check_overlap),
               ("lesson", lambda: check_lesson(notebook, cells)),
               ("exchange", check_exchange), ("nbgitpuller", check_nbgitpuller)]
     for name, check in checks:

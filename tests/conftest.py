@@ -209,11 +209,11 @@ def points(lesson):
             for c in graded_cells(read_nb(lesson_notebook("source", lesson)), "grade")}
 
 
-def submission(lesson, answers=None, tests=None, drop=()):
+def submission(lesson, answers=None, tests=None, drop=(), blank=()):
     """The release notebook with the source's solutions filled in.
 
     ``answers`` replaces solution cells and ``tests`` replaces test cells, by grade id;
-    ``drop`` deletes cells by grade id.
+    ``drop`` deletes cells by grade id; ``blank`` leaves answer cells as released, unanswered.
     """
     answers = answers or {}
     tests = tests or {}
@@ -226,7 +226,7 @@ def submission(lesson, answers=None, tests=None, drop=()):
         gid = meta.get("grade_id")
         if gid in drop:
             continue
-        if meta.get("solution"):
+        if meta.get("solution") and gid not in blank:
             cell["source"] = answers.get(gid, solutions[gid])
         elif meta.get("grade") and gid in tests:
             cell["source"] = tests[gid]

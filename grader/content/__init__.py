@@ -26,7 +26,7 @@ class ContentError(ValueError):
 
 
 # The lessons' topics as the course teaches them, lesson 00 first (tests/study checks it against source/).
-COURSE_ORDER = ("foundations", "data_parallel", "ddp", "model_parallel", "batch_scaling")
+COURSE_ORDER = ("foundations", "data_parallel", "ddp", "model_parallel", "batch_scaling", "communication")
 
 
 def topics(kind):

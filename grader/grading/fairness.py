@@ -14,7 +14,7 @@ for the reference to reach its bar is told apart from a learner's answer that mi
 :func:`decide` applies that rule to any :class:`Verdict`; :func:`near` makes one for a timing;
 :func:`among` one for a value the learner measured once, beside the same value measured again;
 :func:`efficiency_missed` one for a sweep where no batch reached its target;
-:func:`grade_ddp_speedup` makes one for a DDP speedup, with the bars of
+:func:`grade_ddp_speedup` makes one for a DDP speedup, :func:`grade_bucket_speedup` one for buckets, with the bars of
 ``grader/content/thresholds.json``.
 """
 
@@ -23,7 +23,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from grader import scaling
+from grader import comms, scaling
 from grader.content import thresholds
 from grader.launch import LaunchTimeout
 
@@ -178,6 +178,24 @@ def among(mine, repeats, tolerance, what, *, busy_from=float("inf")):
 
 def _ddp_rule(ranks):
     return thresholds("ddp_speedup")[scaling.ddp_backend(ranks)]
+
+
+def grade_bucket_speedup(bucket_mb, sizes, ranks=2):
+    """A :class:`Verdict` on bucketing: gradients of ``sizes`` all-reduced in buckets of ``bucket_mb``
+    MB, against one message per parameter, beside the reference bucket size
+    (``bucket_speedup`` in ``thresholds.json``), measured in turn in the same fresh processes.
+
+    >>> v = grade_bucket_speedup(1e-6, [4096] * 8)   # a bucket per parameter gains nothing
+    >>> v.passed, str(v).startswith("buckets of 1e-06 MB")
+    (False, True)
+    """
+    rule = thresholds("bucket_speedup")
+    per_parameter, mine, reference = comms.bucket_times([bucket_mb, rule["reference_bucket_mb"]], sizes, ranks)
+    needed = rule["needed"]
+    return Verdict(per_parameter / mine >= needed, per_parameter / reference < needed,
+                   f"buckets of {bucket_mb:g} MB: {per_parameter / mine:.2f}x faster than one all-reduce per "
+                   f"parameter; the reference {rule['reference_bucket_mb']} MB buckets, measured in turn: "
+                   f"{per_parameter / reference:.2f}x; needed {needed:.2f}x")
 
 
 def reference_per_rank_batch(ranks):

@@ -455,12 +455,14 @@ def _trees(sources):
     return [t for t in map(_parse, [sources] if isinstance(sources, str) else sources) if t is not None]
 
 
-def scan(source, before=(), after=(), answered=()):
+def scan(source, before=(), after=(), answered=(), hooks=()):
     """Reasons why an answer cell could change what the tests check, other than by its own values; one per finding.
 
     ``before`` and ``after`` are the sources of the lesson's own cells (not answers) that run
     before and after it, ``answered`` the earlier answer cells. What the lesson imports and
     defines, an answer may use but not change; the modules it may import are listed in ``ALLOWED``.
+    ``hooks`` names the hook methods (``register_post_accumulate_grad_hook``) the answer may call on
+    objects it is given, where registering them is the challenge.
 
     >>> scan("get_ipython().input_transformers_cleanup.append(lambda lines: [])")
     ["line 1: uses IPython's shell (get_ipython)"]
@@ -765,7 +767,7 @@ def scan(source, before=(), after=(), answered=()):
                 flag(node, f"reaches {node.value.id}.{node.attr}, which changes whatever it is given")
             elif node.attr in MUTATORS and not called_here and lesson(_chain(node.value)[0]):
                 flag(node, f"passes {ast.unparse(node)[:60]} around as a value, which changes the lesson's object")
-            if node.attr.startswith("register_") and not own(node.value, node.attr):
+            if node.attr.startswith("register_") and node.attr not in hooks and not own(node.value, node.attr):
                 flag(node, f"registers a hook on an object it did not make ({ast.unparse(node)[:60]})")
             root, attrs = _chain(node)
             if (lesson(root) or root is not None and root.id in BUILTINS and root.id not in binds) and \
@@ -855,16 +857,20 @@ def answer_findings(nb):
     """``{grade id: findings}`` of :func:`scan` for every answer cell of a notebook, each read in its place.
 
     For example ``answer_findings(nbformat.read("source/00_foundations/00_foundations.ipynb", 4))``
-    gives ``{"c1_speedup": [], "c2_to_device": [], ...}``: the solutions raise nothing.
+    gives ``{"c1_speedup": [], "c2_to_device": [], ...}``: the solutions raise nothing. The notebook's
+    metadata (the release's, in autograde) may let a challenge register hooks on what it is given:
+    ``"course": {"hooks": {"c3_overlap": ["register_post_accumulate_grad_hook"]}}``.
     """
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    hooks = nb.metadata.get("course", {}).get("hooks", {})
     found = {}
     for i, cell in enumerate(code):
         if is_solution(cell):
             found[cell.metadata.nbgrader.grade_id] = scan(
                 cell.source, before=[c.source for c in code[:i] if not is_solution(c)],
                 after=[c.source for c in code[i + 1:] if not is_solution(c)],
-                answered=[c.source for c in code[:i] if is_solution(c)])
+                answered=[c.source for c in code[:i] if is_solution(c)],
+                hooks=hooks.get(cell.metadata.nbgrader.grade_id, ()))
     return found
 
 

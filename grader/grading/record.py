@@ -16,6 +16,9 @@ time. These recorders let a test see the route taken:
   time each one finished;
 - :func:`moves`: the devices modules were moved to (``.to``, ``.cuda``), which CPU ranks cannot tell apart;
 - :func:`waits`: when a rank entered a collective (a barrier, an all-reduce), so sleeping is not waiting;
+- :func:`messages`: every message a rank's process group sent (point-to-point or collective, however
+  it was called) and every wait for one, in order, so a test sees how many messages a ring sent and
+  whether all-reduces were started before backward ended;
 - :func:`cuda_queue`: on a machine without a GPU, a stand-in CUDA queue, so a timer that
   never waits for queued work is caught there too.
 """
@@ -264,6 +267,68 @@ def waits():
     entered = []
     with _on_calls(codes, lambda code: entered.append(time.time())):
         yield entered
+
+
+# The process group's own methods (below torch.distributed's functions, so every way of calling
+# them is seen): point-to-point sends and the collectives, by the name a record gives them.
+SENDS = {"send": "send", "recv": "recv", "recv_anysource": "recv"}
+GROUP_COLLECTIVES = {"allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
+                     "_allgather_base": "all_gather", "all_gather_single": "all_gather",
+                     "allgather_into_tensor_coalesced": "all_gather", "reduce_scatter_single": "reduce_scatter",
+                     "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+                     "reduce_scatter_tensor_coalesced": "reduce_scatter", "alltoall": "all_to_all",
+                     "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
+                     "gather": "gather", "scatter": "scatter"}
+
+
+@contextlib.contextmanager
+def messages():
+    """Record, in order, what this process's process groups did while the block runs: ``("send",
+    elements)`` and ``("recv", elements)`` for each point-to-point message, ``(collective, elements)``
+    for each collective started (``"all_reduce"``, ``"all_gather"``, ...), and ``("wait", None)`` each
+    time code waited for one to finish. The recording sits in the process group's own methods, so
+    ``dist.send``, ``isend``, ``batch_isend_irecv`` and any alias of them are all seen. A test may
+    append its own events to the list (a gradient ready, backward returning) to see the order.
+
+    >>> with messages() as seen:
+    ...     pass
+    >>> seen
+    []
+    """
+    from torch._C import _distributed_c10d as c10d
+
+    events = []
+    patched = []
+
+    def wrap(owner, method, name):
+        # The method as the class holds it (a descriptor, bound anew at each call), to restore as it was.
+        original = next(k.__dict__[method] for k in owner.__mro__ if method in k.__dict__)
+
+        def recorded(self, *args, **kwargs):
+            if name != "wait":
+                first = args[0] if args else None
+                tensors = first if isinstance(first, (list, tuple)) else [first]
+                events.append((name, sum(t.numel() for t in tensors if isinstance(t, torch.Tensor))))
+            else:
+                events.append(("wait", None))
+            return original.__get__(self, owner)(*args, **kwargs)
+
+        patched.append((owner, method, original if method in owner.__dict__ else None))
+        setattr(owner, method, recorded)
+
+    for table in (SENDS, GROUP_COLLECTIVES):
+        for method, name in table.items():
+            if hasattr(c10d.ProcessGroup, method):
+                wrap(c10d.ProcessGroup, method, name)
+    wrap(c10d.Work, "wait", "wait")
+    try:
+        yield events
+    finally:
+        for owner, method, original in reversed(patched):
+            if original is None:
+                delattr(owner, method)  # inherited: the base class's own shows through again
+            else:
+                setattr(owner, method, original)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import (LESSONS, REPO, assert_ran_cleanly, mutant_students, nbgrader, parallel_autograde, points,
                       read_nb, scores, submission, submit, undecided)
-from mutants import MUTANTS
+from mutants import MEASURED, MUTANTS
 
 FIRST = LESSONS[0]
 
@@ -53,7 +53,8 @@ def graded(released, request):
         submit(released, "untouched", lesson, (REPO / "release" / lesson / f"{lesson}.ipynb").read_text())
         for student, carried in mutant_students(lesson).items():
             submit(released, student, lesson, submission(
-                lesson, answers={gid: MUTANTS[lesson][name][1].lstrip() for gid, name in carried.items()}))
+                lesson, answers={gid: MUTANTS[lesson][name][1].lstrip() for gid, name in carried.items()},
+                blank=unanswered(lesson, carried)))
     if FIRST in lessons:
         submit(released, "corrupt", FIRST, '{"cells": [ this is not json')
     # The whole class, the solution among it, with the course's parallel autograde: as many students
@@ -75,6 +76,11 @@ def graded(released, request):
             tests={"c2_to_device_test": "pass"}, drop={"c1_speedup_test"}))
         nbgrader("autograde", FIRST, "--student=tamperer", "--force", "--Execute.timeout=20", cwd=released)
     return released, logs
+
+
+def unanswered(lesson, carried):
+    """The measured challenges a mutant student leaves as released: those it carries no mutant for."""
+    return MEASURED.get(lesson, set()) - set(carried)
 
 
 def test_solution_gets_full_marks(graded, lesson):
@@ -105,8 +111,10 @@ def test_mutant_loses_exactly_its_challenges_points(graded, lesson, mutant):
     assert per_cell[test_id] == 0, f"{mutant} scored on {test_id}: the challenge accepts this wrong answer"
     # Every challenge this student answered rightly keeps its points: the mutants cost only their own.
     mutated = {f"{gid}_test" for gid in carried}
+    blank = {f"{gid}_test" for gid in unanswered(lesson, carried)}
+    assert not any(per_cell[gid] for gid in blank), per_cell  # left unanswered, as released
     busy = undecided(graded[0], lesson, student)  # left to the instructor, as for a right answer
-    right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated | busy}
+    right = {gid: pts for gid, pts in points(lesson).items() if gid not in mutated | blank | busy}
     assert {gid: per_cell[gid] for gid in right} == right, (per_cell, busy)
 
 

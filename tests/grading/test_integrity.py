@@ -956,3 +956,14 @@ def test_cheats_earn_nothing_and_right_answers_keep_full_marks(tmp_path):
     html = (course / "feedback" / "rebinds_the_checks" / LESSON / f"{LESSON}.html").read_text()
     assert "sent to manual grading: c1_speedup line 1: passes the module checks around as a value" in html
     assert "Sent to manual grading by the course" in html and "code by name at run time (vars)" in html
+
+
+def test_an_answer_registers_hooks_only_where_its_challenge_asks_for_them():
+    # Lesson 05's overlap challenge is to hook the model's parameters (its notebook's "course.hooks");
+    # anywhere else a hook on an object the answer did not make could change what a test sees.
+    overlap = ("def attach_overlap(model):\n    for p in model.parameters():\n"
+               "        p.register_post_accumulate_grad_hook(print)\n    return print\n")
+    assert findings("05_communication", {"c3_overlap": overlap}) == {"c3_overlap": []}
+    assert findings("05_communication", {"c3_overlap": overlap.replace("_post_accumulate_grad", "")})["c3_overlap"]
+    average = overlap.replace("attach_overlap", "average_gradients")
+    assert findings("02_ddp", {"c3_average": average})["c3_average"]

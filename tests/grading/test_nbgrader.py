@@ -1,4 +1,4 @@
-"""The nbgrader round trip with real nbgrader commands and a real gradebook: lessons 00-02 and
+"""The nbgrader round trip with real nbgrader commands and a real gradebook: lessons 00-02 and 05 and
 the class's robustness cases here, lessons 03-04 in test_nbgrader_03_04.py (roundtrip.py)."""
 
 import pytest
@@ -11,7 +11,7 @@ from roundtrip import *  # noqa: F401,F403  (the round trip's fixtures and tests
 from roundtrip import FIRST
 
 pytestmark = pytest.mark.slow
-ROUND_TRIP = ["00_foundations", "01_data_parallel", "02_ddp"]
+ROUND_TRIP = ["00_foundations", "01_data_parallel", "02_ddp", "05_communication"]
 
 
 def test_the_two_round_trip_modules_grade_every_lesson_once():

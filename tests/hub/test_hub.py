@@ -528,7 +528,7 @@ def test_a_check_that_raises_fails_and_the_rest_still_run(monkeypatch):
     results = {r.check: r for r in hub.smoke.run_checks(expected_gpus=hardware.gpu_count())}
     assert results["gloo all-reduce"].status == FAIL and "RuntimeError: no driver" in results["gloo all-reduce"].reason
     assert list(results) == ["course", "torch", "gpus", "/dev/shm", "gloo all-reduce", "nccl all-reduce",
-                             "nccl from a kernel", "fsdp step", "pipeline", "lesson", "exchange", "nbgitpuller"]
+                             "nccl from a kernel", "fsdp step", "pipeline", "overlap", "lesson", "exchange", "nbgitpuller"]
 
 
 @pytest.mark.slow
@@ -563,11 +563,13 @@ def test_smoke_test_passes_on_this_machine_with_gpu_parts_skipped_visibly():
     report = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}"
     assert status["course"] == PASS and status["gloo all-reduce"] == PASS, report
     assert status["torch"] == PASS and "the lessons need 2.8 or newer" in lines["torch"], report
-    # Lesson 03's FSDP2 step and pipeline on the ranks the lessons use here (CPU processes below 2 GPUs).
-    assert status["fsdp step"] == PASS and status["pipeline"] == PASS, report
+    # Lesson 03's FSDP2 step and pipeline, and lesson 05's overlap, on the ranks the lessons use here
+    # (CPU processes below 2 GPUs).
+    assert status["fsdp step"] == PASS and status["pipeline"] == PASS and status["overlap"] == PASS, report
     if hardware.gpu_count() < 2:
         assert "2 ranks (cpu, cpu, gloo) trained 2 fully_shard steps equal" in lines["fsdp step"], report
         assert "2 stages (gloo), 1F1B over 4 micro-batches: every forward and backward ran" in lines["pipeline"], report
+        assert "2 ranks (gloo) started all 6 gradients' all-reduces from hooks during backward" in lines["overlap"], report
     assert f"grader from {installed()[0].parents[1]}" in lines["course"], report
     assert status["lesson"] == PASS, report
     if not hardware.gpu_count():

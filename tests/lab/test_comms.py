@@ -47,3 +47,62 @@ def test_every_collective_times_on_two_real_ranks_and_a_big_message_takes_longer
         assert seconds[1] > seconds[0], (op, seconds)  # 4096 times the bytes
     with pytest.raises(ValueError):
         comms.collective_times("all_reduce", [0], ranks=2)
+
+
+def test_buckets_are_the_ones_ddp_computes():
+    # DDP hands its parameters, last first, to torch's own bucketing (C++): the same buckets.
+    import random
+
+    import torch
+    import torch.distributed as dist
+
+    rng = random.Random(0)
+    for _ in range(20):
+        sizes = [4 * rng.choice([1, 7, 64, 1000, 40_000]) for _ in range(rng.randint(1, 30))]
+        cap = rng.choice([1, 500, 4096, 100_000, 10 ** 9])
+        last_first = [torch.empty(n // 4) for n in reversed(sizes)]
+        theirs, _ = dist._compute_bucket_assignment_by_size(last_first, [cap], [False] * len(sizes))
+        assert comms.buckets(sizes, cap) == [[len(sizes) - 1 - i for i in b] for b in theirs], (sizes, cap)
+    with pytest.raises(ValueError, match="cap must be positive"):
+        comms.buckets([4, 4], 0)
+
+
+def _p2p_and_collectives():
+    import torch
+    import torch.distributed as dist
+
+    from grader.grading import record
+    from grader.launch import init_distributed
+
+    rank, world, device = init_distributed()
+    right, left = (rank + 1) % world, (rank - 1) % world
+    t = torch.ones(5)
+    alias = dist.isend
+    with record.messages() as seen:
+        for request in (alias(t, right), dist.irecv(torch.empty(5), left)):
+            request.wait()
+        for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, t[:2], right),
+                                               dist.P2POp(dist.irecv, torch.empty(2), left)]):
+            request.wait()
+        work = dist.all_reduce(t, async_op=True)
+        seen.append(("mine", None))  # a test's own event, in its place
+        work.wait()
+    dist.all_reduce(t)  # after the block: not recorded
+    return seen
+
+
+def test_messages_records_every_send_and_collective_in_order_however_called():
+    from grader.launch import launch
+
+    for seen in launch(_p2p_and_collectives, nprocs=3, show_output=False):
+        assert seen == [("send", 5), ("recv", 5), ("wait", None), ("wait", None), ("send", 2), ("recv", 2),
+                        ("wait", None), ("wait", None), ("all_reduce", 5), ("mine", None), ("wait", None)]
+
+
+def test_buckets_save_time_over_one_message_per_parameter_on_real_ranks():
+    per_parameter, one_bucket = comms.bucket_times([25], [4096] * 30, iters=3, rounds=1)
+    assert per_parameter > 0 and one_bucket > 0  # their ratio is measured in the lesson, not asserted here
+    with pytest.raises(ValueError, match="bucket sizes must be positive"):
+        comms.bucket_times([0], [4096])
+    (compute, communication), = comms.compute_and_communication([4], hidden=64, iters=1)
+    assert compute > 0 and communication > 0
