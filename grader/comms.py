@@ -291,48 +291,50 @@ def copy_bandwidth(nbytes=64 << 20, device=None, repeats=5):
 
 
 def _split_rank_times(per_rank_batches, hidden, iters):
-    """On each rank, for each per-rank batch: (seconds of forward and backward, seconds of one
-    all-reduce of all the gradients in one bucket), medians, the slowest rank's."""
+    """On each rank: the seconds of one all-reduce of all the gradients in one bucket, and for each
+    per-rank batch the seconds of its backward pass; medians, the slowest rank's."""
     from .models import mlp, synthetic_batch
 
     rank, world, device = init_distributed()
     model = mlp(hidden=hidden).to(device)
     flat = torch.ones(sum(p.numel() for p in model.parameters()), device=device)
-    results = []
+
+    def slowest(work, repeats):  # the median of `repeats` timings of work() (each given its own set-up)
+        times = []
+        for _ in range(repeats + 1):  # the first, a warm-up
+            go = work()
+            timing.wait(device)
+            dist.barrier()
+            start = time.perf_counter()
+            go()
+            timing.wait(device)
+            times.append(time.perf_counter() - start)
+        mine = torch.tensor([statistics.median(times[1:])], dtype=torch.float64, device=device)
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        return mine.item()
+
+    communication = slowest(lambda: lambda: dist.all_reduce(flat), 3 * iters)
+    backward = []
     for batch in per_rank_batches:
         x, y = (t.to(device) for t in synthetic_batch(batch))
 
-        def compute():
+        def forward():
             model.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
+            return torch.nn.functional.cross_entropy(model(x), y).backward  # timed: the backward alone
 
-        both = []
-        for work in (compute, lambda: dist.all_reduce(flat)):
-            work()  # warm-up
-            times = []
-            for _ in range(iters):
-                timing.wait(device)
-                dist.barrier()
-                start = time.perf_counter()
-                work()
-                timing.wait(device)
-                times.append(time.perf_counter() - start)
-            mine = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
-            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
-            both.append(mine.item())
-        results.append(tuple(both))
-    return results
+        backward.append(slowest(forward, iters))
+    return [(b, communication) for b in backward]
 
 
 def compute_and_communication(per_rank_batches, ranks=2, hidden=1024, iters=5, backend=None):
-    """For each per-rank batch: ``(compute, communication)`` seconds of one training step of the
+    """For each per-rank batch: ``(backward, communication)`` seconds of one training step of the
     course's MLP (``mlp(hidden=hidden)``, 1.6 M parameters at 1024) on ``ranks`` ranks: its
-    forward and backward, and the all-reduce of its gradients (6.3 MB at 1024) in one message. Communication
-    does not depend on the batch; compute grows with it. Where communication is the larger, a
-    step is communication-bound (however well it overlaps, it takes at least that long).
+    backward pass, and the all-reduce of its gradients (6.3 MB at 1024) in one message, measured
+    once since it does not depend on the batch. Backward grows with the batch. The all-reduce can
+    hide only behind backward: where it is the longer, the step is communication-bound.
 
-    >>> (compute, comm), = compute_and_communication([2], iters=1)
-    >>> compute > 0 and comm > 0
+    >>> (backward, comm), = compute_and_communication([2], iters=1)
+    >>> backward > 0 and comm > 0
     True
     """
     return launch(_split_rank_times, list(per_rank_batches), hidden, iters, nprocs=ranks, backend=backend,

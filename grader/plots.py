@@ -219,14 +219,14 @@ def bandwidth_curve(sizes, seconds, busbw, alpha_beta=None, limit=None, title=""
 
 
 def compute_communication(per_rank_batches, split, title=""):
-    """Compute and communication time of one training step against the per-rank batch, from
+    """Backward and communication time of one training step against the per-rank batch, from
     :func:`grader.comms.compute_and_communication`; where the communication line lies above,
     the step is communication-bound.
 
     >>> fig = compute_communication([2, 8], [(0.01, 0.02), (0.04, 0.02)])
     """
     fig, ax = _figure(figsize=(6, 3.4))
-    ax.plot(per_rank_batches, [c * 1e3 for c, _ in split], "o-", label="forward + backward")
+    ax.plot(per_rank_batches, [c * 1e3 for c, _ in split], "o-", label="backward")
     ax.plot(per_rank_batches, [m * 1e3 for _, m in split], "s--", label="all-reduce of the gradients")
     _log2_ticks(ax, per_rank_batches)
     ax.set_xlabel("per-rank batch")

@@ -73,6 +73,10 @@ DENY = {"library", "cpp_extension", "hub", "package", "overrides", "benchmark", 
         "get_device_module", "swap_tensors", "ops", "fx", "use_deterministic_algorithms", "HERE", "as_strided",
         "stride_tricks", "prune", "CUDAPluggableAllocator", "XPUPluggableAllocator", "change_current_allocator",
         "jiterator", "rename_privateuse1_backend", "generate_methods_for_privateuse1_backend", "CompilationUnit"}
+# Process groups and stores an answer would make for itself: messages on them are out of the tests'
+# records (``record.messages`` sees the process groups the ranks were given).
+GROUPS = {"ProcessGroupGloo", "ProcessGroupNCCL", "ProcessGroupMPI", "ProcessGroupUCC", "FileStore", "TCPStore",
+          "HashStore", "PrefixStore", "new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group"}
 # Settings for every later cell an answer may change: the threads of its own process.
 SETTINGS = {"set_num_threads", "set_num_interop_threads"}
 # Attributes that run code or reach IPython, or keep a context on after the cell, whatever they are attributes of.
@@ -676,6 +680,8 @@ def scan(source, before=(), after=(), answered=(), hooks=()):
             # ``import a.b.c`` runs a.b.c whatever name it binds: the whole path is checked.
             imported = [a.name for a in node.names] if isinstance(node, ast.Import) else _imported(node).values()
             for target in imported:
+                if target.split(".")[-1] in GROUPS:
+                    flag(node, f"makes a process group or store of its own ({target}), whose messages no test sees")
                 top, *attrs = target.split(".")
                 module = ".".join([top, *attrs]) if isinstance(node, ast.Import) else ".".join([top, *attrs[:-1]])
                 if top not in ALLOWED:
@@ -755,6 +761,8 @@ def scan(source, before=(), after=(), answered=(), hooks=()):
                            "which answers never need")
             if node.attr in RUNS:
                 flag(node, f"runs code, reaches IPython or keeps a context on after the cell ({node.attr})")
+            if node.attr in GROUPS:
+                flag(node, f"makes a process group or store of its own ({node.attr}), whose messages no test sees")
             if node.attr.startswith("_") and not node.attr.startswith("__") and not own(node.value, node.attr):
                 flag(node, f"reaches {node.attr}, private to an object it did not make")
             if node.attr == "gen" and not own(node.value, node.attr):  # a context manager's generator, to pause inside

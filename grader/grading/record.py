@@ -270,7 +270,8 @@ def waits():
 
 
 # The process group's own methods (below torch.distributed's functions, so every way of calling
-# them is seen): point-to-point sends and the collectives, by the name a record gives them.
+# them is seen), and a bare backend's (a group made from a store): point-to-point sends and the
+# collectives, by the name a record gives them.
 SENDS = {"send": "send", "recv": "recv", "recv_anysource": "recv"}
 GROUP_COLLECTIVES = {"allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
                      "_allgather_base": "all_gather", "all_gather_single": "all_gather",
@@ -278,17 +279,23 @@ GROUP_COLLECTIVES = {"allreduce": "all_reduce", "allreduce_coalesced": "all_redu
                      "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
                      "reduce_scatter_tensor_coalesced": "reduce_scatter", "alltoall": "all_to_all",
                      "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
-                     "gather": "gather", "scatter": "scatter"}
+                     "gather": "gather", "scatter": "scatter", "barrier": "barrier",
+                     "monitored_barrier": "barrier"}
+# Every way to wait for a started message, or to ask whether it is done (polling is waiting).
+WAITS = {"Work": ("wait", "synchronize", "is_completed", "is_success", "result", "exception", "get_future_result"),
+         "Future": ("wait", "value", "done")}
 
 
 @contextlib.contextmanager
 def messages():
     """Record, in order, what this process's process groups did while the block runs: ``("send",
     elements)`` and ``("recv", elements)`` for each point-to-point message, ``(collective, elements)``
-    for each collective started (``"all_reduce"``, ``"all_gather"``, ...), and ``("wait", None)`` each
-    time code waited for one to finish. The recording sits in the process group's own methods, so
-    ``dist.send``, ``isend``, ``batch_isend_irecv`` and any alias of them are all seen. A test may
-    append its own events to the list (a gradient ready, backward returning) to see the order.
+    for each collective started (``"all_reduce"``, ``"all_gather"``, ``"barrier"``, ...), and
+    ``("wait", None)`` each time code waited for one to finish or asked whether it had (a handle's
+    ``wait``, ``is_completed``, its future's ``wait`` or ``done``...). The recording sits in the process
+    group's own methods (and a bare backend's), so ``dist.send``, ``isend``, ``batch_isend_irecv`` and
+    any alias of them are all seen. A test may append its own events to the list (a gradient ready,
+    backward returning) to see the order.
 
     >>> with messages() as seen:
     ...     pass
@@ -316,11 +323,15 @@ def messages():
         patched.append((owner, method, original if method in owner.__dict__ else None))
         setattr(owner, method, recorded)
 
-    for table in (SENDS, GROUP_COLLECTIVES):
-        for method, name in table.items():
-            if hasattr(c10d.ProcessGroup, method):
-                wrap(c10d.ProcessGroup, method, name)
-    wrap(c10d.Work, "wait", "wait")
+    for owner in (c10d.ProcessGroup, c10d.Backend):
+        for table in (SENDS, GROUP_COLLECTIVES):
+            for method, name in table.items():
+                if hasattr(owner, method):
+                    wrap(owner, method, name)
+    for owner, methods in ((c10d.Work, WAITS["Work"]), (torch._C.Future, WAITS["Future"])):
+        for method in methods:
+            if hasattr(owner, method):
+                wrap(owner, method, "wait")
     try:
         yield events
     finally:

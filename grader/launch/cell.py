@@ -183,8 +183,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
                                 f"and were stopped (a machine short of memory or processes?)")
         raise LaunchTimeout(
             f"ranks {stuck} of {nprocs} were still running after {timeout} s and were stopped. "
-            f"The usual cause: a collective (all_reduce, barrier, broadcast...) that not every "
-            f"rank calls waits forever. Where they were:\n{where}")
+            f"The usual causes: a collective (all_reduce, barrier, broadcast...) that not every "
+            f"rank calls waits forever; a blocking send (or recv) whose partner is itself blocked "
+            f"in a send (or recv) does too. Where they were:\n{where}")
     if stuck:
         cause = f":\n{agent_error[0]}" if agent_error else ""
         raise RankError(f"ranks {stuck} of {nprocs} did not finish and raised no Python exception "

@@ -967,3 +967,14 @@ def test_an_answer_registers_hooks_only_where_its_challenge_asks_for_them():
     assert findings("05_communication", {"c3_overlap": overlap.replace("_post_accumulate_grad", "")})["c3_overlap"]
     average = overlap.replace("attach_overlap", "average_gradients")
     assert findings("02_ddp", {"c3_average": average})["c3_average"]
+
+
+def test_an_answer_that_makes_a_process_group_of_its_own_is_flagged():
+    # Messages on a group the ranks were not given are out of record.messages' sight.
+    side = ("def ring_all_reduce(t):\n    store = dist.FileStore('/tmp/ring', dist.get_world_size())\n"
+            "    side = dist.ProcessGroupGloo(store, dist.get_rank(), dist.get_world_size())\n"
+            "    dist.all_reduce(t, group=side)\n")
+    found = findings("05_communication", {"c2_ring": side})["c2_ring"]
+    assert any("FileStore" in f for f in found) and any("ProcessGroupGloo" in f for f in found), found
+    imported = "from torch.distributed import new_group\n\n\ndef ring_all_reduce(t):\n    dist.all_reduce(t, group=new_group())\n"
+    assert findings("05_communication", {"c2_ring": imported})["c2_ring"]

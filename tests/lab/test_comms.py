@@ -67,7 +67,7 @@ def test_buckets_are_the_ones_ddp_computes():
         comms.buckets([4, 4], 0)
 
 
-def _p2p_and_collectives():
+def _p2p_and_collectives(store_path):
     import torch
     import torch.distributed as dist
 
@@ -78,6 +78,7 @@ def _p2p_and_collectives():
     right, left = (rank + 1) % world, (rank - 1) % world
     t = torch.ones(5)
     alias = dist.isend
+    side = dist.ProcessGroupGloo(dist.FileStore(store_path, world), rank, world)  # a group of its own
     with record.messages() as seen:
         for request in (alias(t, right), dist.irecv(torch.empty(5), left)):
             request.wait()
@@ -86,17 +87,26 @@ def _p2p_and_collectives():
             request.wait()
         work = dist.all_reduce(t, async_op=True)
         seen.append(("mine", None))  # a test's own event, in its place
-        work.wait()
+        work.get_future().wait()  # waiting through the future, or polling, is waiting too
+        polled = dist.all_reduce(t, async_op=True)
+        while not polled.is_completed():
+            pass
+        dist.all_reduce(t, group=side)
+        dist.barrier()
     dist.all_reduce(t)  # after the block: not recorded
     return seen
 
 
-def test_messages_records_every_send_and_collective_in_order_however_called():
+def test_messages_records_every_send_collective_and_wait_in_order_however_called(tmp_path):
     from grader.launch import launch
 
-    for seen in launch(_p2p_and_collectives, nprocs=3, show_output=False):
-        assert seen == [("send", 5), ("recv", 5), ("wait", None), ("wait", None), ("send", 2), ("recv", 2),
-                        ("wait", None), ("wait", None), ("all_reduce", 5), ("mine", None), ("wait", None)]
+    for seen in launch(_p2p_and_collectives, str(tmp_path / "store"), nprocs=3, show_output=False):
+        polls = seen[13:-4]
+        assert seen[:13] == [("send", 5), ("recv", 5), ("wait", None), ("wait", None), ("send", 2), ("recv", 2),
+                             ("wait", None), ("wait", None), ("all_reduce", 5), ("mine", None), ("wait", None),
+                             ("all_reduce", 5), ("wait", None)], seen
+        assert set(polls) <= {("wait", None)}, seen
+        assert seen[-4:] == [("all_reduce", 5), ("wait", None), ("barrier", 0), ("wait", None)], seen
 
 
 def test_buckets_save_time_over_one_message_per_parameter_on_real_ranks():
@@ -104,5 +114,5 @@ def test_buckets_save_time_over_one_message_per_parameter_on_real_ranks():
     assert per_parameter > 0 and one_bucket > 0  # their ratio is measured in the lesson, not asserted here
     with pytest.raises(ValueError, match="bucket sizes must be positive"):
         comms.bucket_times([0], [4096])
-    (compute, communication), = comms.compute_and_communication([4], hidden=64, iters=1)
-    assert compute > 0 and communication > 0
+    split = comms.compute_and_communication([4, 64], hidden=64, iters=1)
+    assert all(backward > 0 for backward, _ in split) and split[0][1] == split[1][1] > 0  # one all-reduce, measured once

@@ -22,7 +22,8 @@ BY_HAND = """for step in range(world - 1):
         receive = (rank - step) % world
         chunks[receive].copy_(exchange((rank + 1 - step) % world, receive))"""
 
-# Lesson 05, challenges 3 and 4: a bucketed answer whose plan and launch are varied.
+# Lesson 05, challenge 4: a bucketed answer whose plan (PLAN), launch from the hooks (LAUNCH) and
+# launch after backward (AFTER_BACKWARD) are varied.
 BUCKETS = """
 def attach_buckets(model, cap_bytes):
     params = [p for p in model.parameters() if p.requires_grad]
@@ -39,17 +40,14 @@ def attach_buckets(model, cap_bytes):
         def on_ready(p):
             b = bucket_of[i]
             waiting[b] -= 1
-            if waiting[b] == 0 and IN_BACKWARD:
-                send(b)
+            LAUNCH
         return on_ready
 
     for i, p in enumerate(params):
         p.register_post_accumulate_grad_hook(hook(i))
 
     def finish():
-        if not IN_BACKWARD:
-            for b in range(len(plan)):
-                send(b)
+        AFTER_BACKWARD
         for work in works:
             work.wait()
         for b, bucket in enumerate(plan):
@@ -62,6 +60,8 @@ def attach_buckets(model, cap_bytes):
     return finish
 """
 DDP_PLAN = "comms.buckets(comms.gradient_sizes(model), cap_bytes)"
+WHEN_FULL = "if waiting[b] == 0:\n                send(b)"  # the solution's launch
+NONE = "pass"
 # The size rule walked from the first parameter: the buckets DDP would not make.
 FORWARD_PLAN = """[]
     bucket, held = [], 0
@@ -117,16 +117,45 @@ def ring_all_reduce(t):
         if other != rank:
             t.add_(incoming[other])
 """),
-    "reduce_scatter_only": ("c2_ring", RING.replace("CHUNKS", "t.view(-1).tensor_split(world)")
-                            .replace("ALL_GATHER", "")),
-    # Right whenever the size divides by the rank count (the visible test's), wrong otherwise.
+    # Right whenever the size divides by the rank count, wrong (an error) otherwise.
     "assumes_divisible_sizes": ("c2_ring", RING.replace("CHUNKS", "t.view(world, -1)").replace("ALL_GATHER", BY_HAND)),
-    # The reduce-scatter by hand, then the library's all-gather.
-    "gathers_with_the_library": ("c2_ring", RING.replace("CHUNKS", "t.view(-1).tensor_split(world)").replace("ALL_GATHER", """
-    gathered = [torch.empty_like(chunks[(r + 1) % world]) for r in range(world)]
-    dist.all_gather(gathered, chunks[(rank + 1) % world].contiguous())
-    for r, part in enumerate(gathered):
-        chunks[(r + 1) % world].copy_(part)""".strip())),
+    # Tensor.chunk gives fewer than n pieces for some sizes (4 elements on 3 ranks: 2 pieces).
+    "splits_with_chunk": ("c2_ring", RING.replace("CHUNKS", "t.view(-1).chunk(world)").replace("ALL_GATHER", BY_HAND)),
+    # Everyone sends to rank 0, which sends the sum back, in as many messages as the ring, not its chunks.
+    "gathers_at_rank_0_in_pieces": ("c2_ring", """
+def ring_all_reduce(t):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    k = 2 * (n - 1)
+    if rank == 0:
+        for src in range(1, n):
+            for piece in t.tensor_split(k):
+                buf = torch.empty_like(piece)
+                dist.recv(buf, src)
+                piece += buf
+        for dst in range(1, n):
+            for piece in t.tensor_split(2):
+                dist.send(piece.contiguous(), dst)
+    else:
+        for piece in t.tensor_split(k):
+            dist.send(piece.contiguous(), 0)
+        for piece in t.tensor_split(2):
+            buf = torch.empty_like(piece)
+            dist.recv(buf, 0)
+            piece.copy_(buf)
+"""),
+    # The sum worked out from what the visible test's inputs look like, the ring's messages sent for show.
+    "sums_the_inputs_formula": ("c2_ring", """
+def ring_all_reduce(t):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    total = (t - rank) / (rank + 1) * sum(range(1, n + 1)) + sum(range(n))
+    right, left = (rank + 1) % n, (rank - 1) % n
+    chunks = t.tensor_split(n)
+    for s in range(2 * (n - 1)):
+        buf = torch.empty_like(chunks[(rank - s - 1) % n])
+        for request in (dist.isend(chunks[(rank - s) % n].contiguous(), right), dist.irecv(buf, left)):
+            request.wait()
+    t.copy_(total)
+"""),
     # Lesson section 4's way (a): correct, but nothing starts before backward returns.
     "reduces_after_backward": ("c3_overlap", """
 def attach_overlap(model):
@@ -143,6 +172,52 @@ def attach_overlap(model):
     def finish():
         for p in model.parameters():
             p.grad /= dist.get_world_size()
+
+    return finish
+"""),
+    # Started at once, then waited for through its future, or by polling: no overlap, and no Work.wait.
+    "waits_on_the_future_in_the_hook": ("c3_overlap", """
+def attach_overlap(model):
+    def on_ready(p):
+        dist.all_reduce(p.grad, async_op=True).get_future().wait()
+        p.grad /= dist.get_world_size()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(on_ready)
+    return lambda: None
+"""),
+    "polls_until_done_in_the_hook": ("c3_overlap", """
+def attach_overlap(model):
+    def on_ready(p):
+        work = dist.all_reduce(p.grad, async_op=True)
+        while not work.is_completed():
+            pass
+        p.grad /= dist.get_world_size()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(on_ready)
+    return lambda: None
+"""),
+    # Every all-reduce started from the last gradient's hook: nothing of backward is left to overlap.
+    "starts_all_once_every_gradient_is_ready": ("c3_overlap", """
+def attach_overlap(model):
+    params = list(model.parameters())
+    state = {"ready": 0, "works": []}
+
+    def on_ready(p):
+        state["ready"] += 1
+        if state["ready"] == len(params):
+            for q in reversed(params):
+                state["works"].append((q, dist.all_reduce(q.grad, async_op=True)))
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(on_ready)
+
+    def finish():
+        for q, work in state["works"]:
+            work.wait()
+            q.grad /= dist.get_world_size()
+        state["works"], state["ready"] = [], 0
 
     return finish
 """),
@@ -164,8 +239,15 @@ def attach_overlap(model):
     return finish
 """),
     "buckets_from_the_first_parameter": ("c4_buckets", BUCKETS.replace("PLAN", FORWARD_PLAN)
-                                         .replace("IN_BACKWARD", "True")),
-    "buckets_after_backward": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace("IN_BACKWARD", "False")),
+                                         .replace("LAUNCH", WHEN_FULL).replace("AFTER_BACKWARD", NONE)),
+    "buckets_after_backward": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace("LAUNCH", NONE).replace(
+        "AFTER_BACKWARD", "for b in range(len(plan)):\n            send(b)")),
+    # Every bucket started from the last gradient's hook: sizes and order right, nothing overlapped.
+    "buckets_once_every_gradient_is_ready": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace(
+        "LAUNCH", "if sum(waiting) == 0:\n                for every in range(len(plan)):\n                    send(every)")
+        .replace("AFTER_BACKWARD", NONE)),
+    "bucket_waits_on_its_future": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace(
+        "LAUNCH", WHEN_FULL + "\n                works[-1].get_future().wait()").replace("AFTER_BACKWARD", NONE)),
     "one_message_per_parameter": ("c4_buckets", """
 def attach_buckets(model, cap_bytes):
     works = []
