@@ -7,14 +7,14 @@ averages over ranks by default and takes the slowest with ``-a 3``; a collective
 when its last rank is). :func:`bandwidths` turns a time into the *algorithm bandwidth*
 (bytes / seconds) and the *bus bandwidth* (the algorithm bandwidth times :func:`bus_factor`,
 the share of the data each rank's link carries), which compares across rank counts and with a
-link's own speed, :func:`copy_bandwidth` measures that speed here. :func:`fit_alpha_beta` fits
+link's own speed; :func:`copy_bandwidth` measures that speed here. :func:`fit_alpha_beta` fits
 the latency-bandwidth model t = α + β · bytes to measured points, and :func:`crossover` is the
 size from which the bandwidth term outweighs the latency.
 
 :func:`buckets` is DDP's rule for grouping gradients into all-reduce messages, and
 :func:`bucket_times` measures what buckets save over one message per parameter;
-:func:`compute_and_communication` splits a training step into its forward and backward and
-the all-reduce of its gradients, to say when a step is communication-bound.
+:func:`compute_and_communication` sets a training step's backward beside the all-reduce of its
+gradients, to say when a step is communication-bound.
 
 Sizes follow nccl-tests: the tensor for all-reduce, broadcast and reduce; the gathered
 output for all-gather; the input for reduce-scatter; a rank's whole buffer for all-to-all.

@@ -206,7 +206,8 @@ def bandwidth_curve(sizes, seconds, busbw, alpha_beta=None, limit=None, title=""
     left.loglog(sizes, np.asarray(seconds) * 1e6, "o-", label="measured")
     if alpha_beta:
         alpha, beta = alpha_beta
-        left.loglog(sizes, (alpha + beta * sizes) * 1e6, "--", label=f"α + β·bytes (α {alpha * 1e6:.0f} µs, 1/β {1 / beta / 1e9:.2f} GB/s)")
+        left.loglog(sizes, (alpha + beta * sizes) * 1e6, "--",
+                    label=f"α + β·bytes (α {alpha * 1e6:.0f} µs, 1/β {1 / beta / 1e9:.2f} GB/s)")
     left.set_xlabel("message size (bytes)")
     left.set_ylabel("time per call (µs)")
     left.legend(fontsize=8)

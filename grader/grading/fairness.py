@@ -14,8 +14,8 @@ for the reference to reach its bar is told apart from a learner's answer that mi
 :func:`decide` applies that rule to any :class:`Verdict`; :func:`near` makes one for a timing;
 :func:`among` one for a value the learner measured once, beside the same value measured again;
 :func:`efficiency_missed` one for a sweep where no batch reached its target;
-:func:`grade_ddp_speedup` makes one for a DDP speedup, :func:`grade_bucket_speedup` one for buckets, with the bars of
-``grader/content/thresholds.json``.
+:func:`grade_ddp_speedup` makes one for a DDP speedup and :func:`grade_bucket_speedup` one for
+buckets, with the bars of ``grader/content/thresholds.json``.
 """
 
 import os

@@ -273,17 +273,19 @@ def waits():
 # them is seen), and a bare backend's (a group made from a store): point-to-point sends and the
 # collectives, by the name a record gives them.
 SENDS = {"send": "send", "recv": "recv", "recv_anysource": "recv"}
-GROUP_COLLECTIVES = {"allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
-                     "_allgather_base": "all_gather", "all_gather_single": "all_gather",
-                     "allgather_into_tensor_coalesced": "all_gather", "reduce_scatter_single": "reduce_scatter",
-                     "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-                     "reduce_scatter_tensor_coalesced": "reduce_scatter", "alltoall": "all_to_all",
-                     "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
-                     "gather": "gather", "scatter": "scatter", "barrier": "barrier",
-                     "monitored_barrier": "barrier"}
-# Every way to wait for a started message, or to ask whether it is done (polling is waiting).
-WAITS = {"Work": ("wait", "synchronize", "is_completed", "is_success", "result", "exception", "get_future_result"),
-         "Future": ("wait", "value", "done")}
+GROUP_COLLECTIVES = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce",
+    "allgather": "all_gather", "_allgather_base": "all_gather", "all_gather_single": "all_gather",
+    "allgather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall": "all_to_all", "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+    "barrier": "barrier", "monitored_barrier": "barrier"}
+# Every way to wait for a started message, or to ask whether it is done (polling is waiting):
+# a handle's methods, and its future's.
+WORK_WAITS = ("wait", "synchronize", "is_completed", "is_success", "result", "exception", "get_future_result")
+FUTURE_WAITS = ("wait", "value", "done")
 
 
 @contextlib.contextmanager
@@ -328,7 +330,7 @@ def messages():
             for method, name in table.items():
                 if hasattr(owner, method):
                     wrap(owner, method, name)
-    for owner, methods in ((c10d.Work, WAITS["Work"]), (torch._C.Future, WAITS["Future"])):
+    for owner, methods in ((c10d.Work, WORK_WAITS), (torch._C.Future, FUTURE_WAITS)):
         for method in methods:
             if hasattr(owner, method):
                 wrap(owner, method, "wait")
