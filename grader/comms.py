@@ -20,6 +20,7 @@ Sizes follow nccl-tests: the tensor for all-reduce, broadcast and reduce; the ga
 output for all-gather; the input for reduce-scatter; a rank's whole buffer for all-to-all.
 """
 
+import functools
 import statistics
 import time
 
@@ -128,6 +129,25 @@ def _run(op, source, out):
         dist.reduce(source, 0)
 
 
+def _slowest(seconds, device):
+    """The largest of every rank's ``seconds``: a collective ends when its slowest rank does."""
+    mine = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    return mine.item()
+
+
+def _timed_together(run, iters, device):
+    """Seconds per call of ``run()`` over ``iters`` calls, every rank starting the clock together
+    (the device's queued work done, then a barrier); the slowest rank's."""
+    timing.wait(device)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        run()
+    timing.wait(device)
+    return _slowest((time.perf_counter() - start) / iters, device)
+
+
 def _rank_times(op, sizes, iters, warmup):
     """On each rank: the seconds per call of ``op`` at each size, the slowest rank's."""
     rank, world, device = init_distributed()
@@ -136,15 +156,7 @@ def _rank_times(op, sizes, iters, warmup):
         source, out = _buffers(op, nbytes, world, device)
         for _ in range(warmup):
             _run(op, source, out)
-        timing.wait(device)
-        dist.barrier()  # every rank starts the clock together
-        start = time.perf_counter()
-        for _ in range(iters):
-            _run(op, source, out)
-        timing.wait(device)
-        mine = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64, device=device)
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
-        times.append(mine.item())
+        times.append(_timed_together(lambda: _run(op, source, out), iters, device))
     return times
 
 
@@ -225,15 +237,7 @@ def _bucket_rank_times(sizes, caps, iters, warmup, rounds):
         for k, plan in enumerate(plans):
             for _ in range(warmup):
                 _reduce_in_buckets(grads, plan)
-            timing.wait(device)
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(iters):
-                _reduce_in_buckets(grads, plan)
-            timing.wait(device)
-            mine = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64, device=device)
-            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
-            best[k] = min(best[k], mine.item())
+            best[k] = min(best[k], _timed_together(lambda: _reduce_in_buckets(grads, plan), iters, device))
     return best
 
 
@@ -299,21 +303,19 @@ def _split_rank_times(per_rank_batches, hidden, iters):
     model = mlp(hidden=hidden).to(device)
     flat = torch.ones(sum(p.numel() for p in model.parameters()), device=device)
 
-    def slowest(work, repeats):  # the median of `repeats` timings of work() (each given its own set-up)
+    def median_seconds(prepare, repeats):  # prepare() sets one run up, untimed, and returns it to time
         times = []
         for _ in range(repeats + 1):  # the first, a warm-up
-            go = work()
+            run = prepare()
             timing.wait(device)
             dist.barrier()
             start = time.perf_counter()
-            go()
+            run()
             timing.wait(device)
             times.append(time.perf_counter() - start)
-        mine = torch.tensor([statistics.median(times[1:])], dtype=torch.float64, device=device)
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
-        return mine.item()
+        return _slowest(statistics.median(times[1:]), device)
 
-    communication = slowest(lambda: lambda: dist.all_reduce(flat), 3 * iters)
+    communication = median_seconds(lambda: functools.partial(dist.all_reduce, flat), 3 * iters)
     backward = []
     for batch in per_rank_batches:
         x, y = (t.to(device) for t in synthetic_batch(batch))
@@ -322,7 +324,7 @@ def _split_rank_times(per_rank_batches, hidden, iters):
             model.zero_grad()
             return torch.nn.functional.cross_entropy(model(x), y).backward  # timed: the backward alone
 
-        backward.append(slowest(forward, iters))
+        backward.append(median_seconds(forward, iters))
     return [(b, communication) for b in backward]
 
 

@@ -74,6 +74,30 @@ FORWARD_PLAN = """[]
     if bucket:
         plan.append(bucket)"""
 
+# Lesson 05, challenge 3: the solution, a per-parameter overlap, to vary.
+OVERLAP = """
+def attach_overlap(model):
+    works = []
+
+    def on_ready(p):
+        works.append(dist.all_reduce(p.grad, async_op=True))
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(on_ready)
+
+    def finish():
+        for work in works:
+            work.wait()
+        works.clear()
+        for p in model.parameters():
+            p.grad /= dist.get_world_size()
+
+    return finish
+"""
+AVERAGE = """        for p in model.parameters():
+            p.grad /= dist.get_world_size()
+"""
+
 MEASURED = """
 my_speedup = comms.bucket_speedup(BUCKET_MB, SIZES, ranks=2)
 print(f"buckets of {BUCKET_MB} MB: {my_speedup:.2f}x faster than one all-reduce per parameter")
@@ -221,23 +245,7 @@ def attach_overlap(model):
 
     return finish
 """),
-    "forgets_to_average": ("c3_overlap", """
-def attach_overlap(model):
-    works = []
-
-    def on_ready(p):
-        works.append(dist.all_reduce(p.grad, async_op=True))
-
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(on_ready)
-
-    def finish():
-        for work in works:
-            work.wait()
-        works.clear()
-
-    return finish
-"""),
+    "forgets_to_average": ("c3_overlap", OVERLAP.replace(AVERAGE, "")),
     "buckets_from_the_first_parameter": ("c4_buckets", BUCKETS.replace("PLAN", FORWARD_PLAN)
                                          .replace("LAUNCH", WHEN_FULL).replace("AFTER_BACKWARD", NONE)),
     "buckets_after_backward": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace("LAUNCH", NONE).replace(
@@ -248,25 +256,8 @@ def attach_overlap(model):
         .replace("AFTER_BACKWARD", NONE)),
     "bucket_waits_on_its_future": ("c4_buckets", BUCKETS.replace("PLAN", DDP_PLAN).replace(
         "LAUNCH", WHEN_FULL + "\n                works[-1].get_future().wait()").replace("AFTER_BACKWARD", NONE)),
-    "one_message_per_parameter": ("c4_buckets", """
-def attach_buckets(model, cap_bytes):
-    works = []
-
-    def on_ready(p):
-        works.append(dist.all_reduce(p.grad, async_op=True))
-
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(on_ready)
-
-    def finish():
-        for work in works:
-            work.wait()
-        works.clear()
-        for p in model.parameters():
-            p.grad /= dist.get_world_size()
-
-    return finish
-"""),
+    # Challenge 3's answer: the bucket size ignored.
+    "one_message_per_parameter": ("c4_buckets", OVERLAP.replace("attach_overlap(model)", "attach_buckets(model, cap_bytes)")),
     "a_bucket_per_parameter": ("c5_bucket_mb", "BUCKET_MB = 1e-6" + MEASURED),
     "typed_in_speedup": ("c5_bucket_mb", """
 BUCKET_MB = 1e-6
