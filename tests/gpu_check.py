@@ -26,6 +26,7 @@ CPU form (the CPU standing in for missing GPUs, gloo for NCCL), so none of them 
 
 import argparse
 import datetime
+import os
 import platform
 import re
 import shutil
@@ -44,7 +45,7 @@ import torch
 from grader import hardware, memory, pipeline, scaling
 from grader.models import transformer
 
-from conftest import LESSONS, REPO, activated, copy_course, nbgrader, points, read_nb, scores, submission, submit
+from conftest import LESSONS, REPO, activated, copy_course, installed, nbgrader, points, read_nb, scores, submission, submit
 
 QUICK_LESSONS = ["00_foundations"]
 SHAPE = dict(hidden=64, heads=4, seq=64)  # lesson 03's transformer
@@ -186,6 +187,37 @@ def slowest_cells(nb, n=3):
     return sorted(timed, key=lambda t: -t[1])[:n]
 
 
+def autograde_log(course, lesson):
+    return course / f"autograde-{lesson}.log"
+
+
+def autograde(course, lesson):
+    """``nbgrader autograde`` of the solver's notebook, its output in :func:`autograde_log` as it goes
+    (so a check stopped part-way still says which cells had finished); its exit status.
+    Stopped, it stops its kernels and their ranks with it."""
+    with autograde_log(course, lesson).open("w") as log:
+        proc = subprocess.Popen([installed()[0], "-m", "nbgrader", "autograde", lesson, "--student=solver", "--force",
+                                 "--Execute.skip_cells_with_tag=skip-execution"],
+                                cwd=course, env=activated(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=3600)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def last_lines(path, n=8):
+    """The last ``n`` lines of a log, each on a line of its own ('' where there is none).
+
+    >>> import tempfile; log = Path(tempfile.mkdtemp()) / "log"; _ = log.write_text("a\\nb\\nc\\n")
+    >>> last_lines(log, 2)
+    '\\nb\\nc'
+    """
+    lines = path.read_text(errors="replace").splitlines()[-n:] if path.is_file() else []
+    return "".join(f"\n{line[:300]}" for line in lines)
+
+
 def grade_lesson(course, lesson):
     """Autograde the lesson's solution in the scratch ``course``: seconds, score, and what went wrong."""
     result = Lesson(lesson)
@@ -193,12 +225,11 @@ def grade_lesson(course, lesson):
         nbgrader("generate_assignment", lesson, "--force", cwd=course)
         submit(course, "solver", lesson, submission(lesson))
         start = time.monotonic()
-        proc = nbgrader("autograde", lesson, "--student=solver", "--force", "--Execute.skip_cells_with_tag=skip-execution",
-                        cwd=course, check=False, timeout=3600)
+        returncode = autograde(course, lesson)
         result.seconds = time.monotonic() - start
-        log = proc.stdout + proc.stderr
-        if proc.returncode:
-            result.problems.append(f"nbgrader autograde exited {proc.returncode}:\n{log[-3000:]}")
+        log = autograde_log(course, lesson).read_text()
+        if returncode:
+            result.problems.append(f"nbgrader autograde exited {returncode}:\n{log[-3000:]}")
         result.problems += [line.strip() for line in log.splitlines() if "| ERROR]" in line]
         result.score, result.max_score, per_cell = scores(course, lesson, "solver")
         result.lost = {cell: (per_cell.get(cell, 0), pts) for cell, pts in points(lesson).items()
@@ -410,9 +441,9 @@ def main(argv=None):
     check_torch(check)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped (`timeout`), it still reports
     running = None  # the lesson being autograded, and since when
-    try:
-        with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-            course = copy_course(Path(scratch) / "course")
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        course = copy_course(Path(scratch) / "course")
+        try:
             for lesson in args.lessons or (QUICK_LESSONS if args.quick else LESSONS):
                 running = (lesson, time.monotonic())
                 check.lessons.append(grade_lesson(course, lesson))
@@ -423,10 +454,11 @@ def main(argv=None):
             attempt(check, "the pipeline bubble", measure_bubble, sizes["bubble"])
             attempt(check, "memory against the estimate", measure_memory, sizes["memory"])
             attempt(check, "pytest -m gpu tests/lab/test_gpu.py", run_gpu_tests, scratch)
-    except KeyboardInterrupt:
-        during = f", {time.monotonic() - running[1]:.0f} s into autograding {running[0]}" if running else ""
-        check.errors.append(f"stopped after {time.monotonic() - start:.0f} s{during}, before it finished: "
-                            "what is missing from this report did not run")
+        except KeyboardInterrupt:
+            during = (f", {time.monotonic() - running[1]:.0f} s into autograding {running[0]}, the end of its "
+                      f"autograde log:{last_lines(autograde_log(course, running[0]))}") if running else ""
+            check.errors.append(f"stopped after {time.monotonic() - start:.0f} s before it finished (what is missing "
+                                f"from this report did not run){during}")
     check.seconds = time.monotonic() - start
     path = write(check, args.out)
     found = failures(check)

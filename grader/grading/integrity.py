@@ -39,6 +39,7 @@ import re
 import secrets
 import sys
 import tempfile
+import time
 import types
 from collections import defaultdict
 from pathlib import Path
@@ -999,6 +1000,9 @@ class CheckStamps(NbGraderPreprocessor):
         return nb, resources
 
 
+SLOW_CELL = 5  # seconds: a cell that takes longer is named in the autograde log
+
+
 class IsolatedExecute(Execute):
     """nbgrader's ``Execute`` in a clean room, and with the verdicts out of the answer's reach.
 
@@ -1099,6 +1103,16 @@ class IsolatedExecute(Execute):
             self.km, self.kc = answers
 
     def preprocess_cell(self, cell, resources, index):
+        start = time.monotonic()
+        try:
+            return self._grade_cell(cell, resources, index)
+        finally:
+            # Where grading's time goes (and, when it stops short, the last cell that finished).
+            seconds = time.monotonic() - start
+            if seconds >= SLOW_CELL:
+                self.log.info("Grading: cell %d (%s) took %.1f s", index, _grade_id(cell) or "the lesson's", seconds)
+
+    def _grade_cell(self, cell, resources, index):
         tags = cell.metadata.get("tags", [])
         if cell.cell_type != "code" or self.skip_cells_with_tag in tags or not self.verdicts_outside:
             return super().preprocess_cell(cell, resources, index)

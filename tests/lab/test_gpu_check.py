@@ -1,9 +1,14 @@
 """`make gpu-check` in its CPU form, so that it cannot rot: the quick run end to end, and its report."""
 
 import ast
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +51,37 @@ def test_the_quick_check_grades_lesson_00_measures_and_lists_the_gpu_tests(tmp_p
         assert " | passed | " in row, row
     assert "The CPU form (`GPU_TESTS_ON_CPU=1`)" in text
     assert text.endswith("## Failures\n\nnone\n")
+
+
+@pytest.mark.slow
+def test_a_check_stopped_while_grading_reports_where_and_leaves_no_kernel_behind(tmp_path):
+    # As `timeout -s TERM` stops it on a lent machine: the report still comes, naming the lesson
+    # being graded and the end of its autograde log, and the kernels it had started are gone.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "tests/gpu_check.py", "--lessons", "00_foundations", "--out", str(tmp_path)],
+                            cwd=REPO, env={**activated(), "TMPDIR": str(scratch)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not any("Autograding" in log.read_text() for log in scratch.glob("gpu-check-*/course/autograde-*.log")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 1, out[-3000:]
+    (report,) = tmp_path.glob("*.md")
+    failures = report.read_text().split("## Failures\n")[1]
+    assert re.search(r"- stopped after \d+ s before it finished \(what is missing from this report did not run\), "
+                     r"\d+ s into autograding 00_foundations, the end of its autograde log:\n", failures), failures
+    assert "[AutogradeApp | INFO] Autograding " in failures, failures
+    assert not [cwd for cwd in working_directories() if cwd.startswith(str(scratch))]
+
+
+def working_directories():
+    """The working directory of every process on this machine that we may read."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            yield os.readlink(proc / "cwd")
 
 
 def made_up(**results):
