@@ -52,7 +52,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
-from grader.grading import fairness, remote, sandbox
+from grader.grading import sandbox
 
 KEY = "course_integrity"
 IN_KERNEL = "graded-in-kernel"  # a test cell tag: run in the answer's kernel (see IsolatedExecute)
@@ -1065,6 +1065,10 @@ class IsolatedExecute(Execute):
         return km
 
     def start_new_kernel(self, **kwargs):
+        # Here, not at the top: they import torch, which every other nbgrader command (loading the
+        # course's config, so this module) would then spend seconds on.
+        from grader.grading import fairness, remote
+
         kernel = "grader" if self.grader_kernel is False else "answers"
         # Not the learner's progress file either: a graded notebook's review widgets keep theirs in the room.
         env = {k: v for k, v in os.environ.items()

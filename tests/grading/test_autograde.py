@@ -1,6 +1,7 @@
 """Parallel autograde (grader.grading.autograde) leaves the gradebook serial `nbgrader autograde` leaves.
 
-Real nbgrader, real gradebooks, real worker processes: one class, graded once each way.
+Real nbgrader, real gradebooks, real worker processes: one class, graded once each way (serially,
+in parallel, in shards).
 """
 
 import contextlib
@@ -21,7 +22,7 @@ from conftest import (REPO, activated, copy_course, installed, mutant_students, 
 from grader.grading.autograde import FORK, LOGS, Share, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
-LESSON = "01_data_parallel"
+LESSON = "00_foundations"  # the lightest lesson
 # Test cells scored on timings, so on how busy the machine is: on a loaded 2-core machine
 # lesson 01's (a pass-through DataParallel's speedup must be near 1) has failed the
 # solution in serial autograde too. Their scores are not compared.
@@ -115,14 +116,22 @@ def test_pods_under_a_cpu_quota_are_not_all_pinned_to_the_first_cores(tmp_path, 
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """One class graded twice: by `nbgrader autograde` in one course, by grader.grading.autograde in a copy of it."""
+def serial(tmp_path_factory):
+    """One class of LESSON graded by `nbgrader autograde`, and copies of the class made before grading,
+    for the other ways to grade: (the serially graded course, {way: its ungraded copy})."""
     root = tmp_path_factory.mktemp("autograde")
-    serial = course_with(root / "serial", LESSON, {**mixed_class(LESSON), "corrupt": CORRUPT})
-    (serial / "submitted" / "solver" / LESSON / "timestamp.txt").write_text("2026-01-05 10:00:00.000000 UTC")
-    parallel = shutil.copytree(serial, root / "parallel")
-    nbgrader("autograde", LESSON, cwd=serial, check=False)
-    return serial, parallel, parallel_autograde(parallel, LESSON)
+    course = course_with(root / "serial", LESSON, {**mixed_class(LESSON), "corrupt": CORRUPT})
+    (course / "submitted" / "solver" / LESSON / "timestamp.txt").write_text("2026-01-05 10:00:00.000000 UTC")
+    copies = {way: shutil.copytree(course, root / way) for way in ("parallel", "sharded")}
+    nbgrader("autograde", LESSON, cwd=course, check=False)
+    return course, copies
+
+
+@pytest.fixture(scope="module")
+def graded(serial):
+    """The class graded twice: by `nbgrader autograde` in one course, by grader.grading.autograde in a copy of it."""
+    course, copies = serial
+    return course, copies["parallel"], parallel_autograde(copies["parallel"], LESSON)
 
 
 @pytest.mark.slow
@@ -228,9 +237,6 @@ def test_each_students_kernel_gets_a_fresh_home_and_ipython_directory(tmp_path, 
 
 # ---- Shards: grader.grading.autograde --shard I/N in separate processes, then merge ----
 
-SHARD_LESSON = "00_foundations"
-
-
 def shard_process(course, lesson, index, count, *args):
     """``python -m grader.grading.autograde LESSON --shard I/N --workers 1 ARGS`` started in ``course`` as a pod runs it:
     a session of its own, on cores of its own (its share of this machine's)."""
@@ -248,25 +254,20 @@ def merge_shards(course, lesson, *folders):
 
 
 @pytest.fixture(scope="module")
-def sharded(tmp_path_factory):
-    """One class of lesson 00 graded by `nbgrader autograde`, and in a copy by 2 shards, each a process with its
-    own --out folder, run side by side with the serial command; then the shards merged.
+def sharded(serial, tmp_path_factory):
+    """The class graded by 2 shards, each a process with its own --out folder, side by side; then merged.
 
     Returns (serial course, sharded course, its copy before the merge, shard folders, shard outputs, merge).
     """
     root = tmp_path_factory.mktemp("sharded")
-    students = {**mixed_class(SHARD_LESSON), "corrupt": CORRUPT}
-    serial = course_with(root / "serial", SHARD_LESSON, students)
-    (serial / "submitted" / "solver" / SHARD_LESSON / "timestamp.txt").write_text("2026-01-05 10:00:00.000000 UTC")
-    course = shutil.copytree(serial, root / "sharded")
+    course = serial[1]["sharded"]
     outs = [root / f"pod-{i}" for i in range(2)]  # each shard's own scratch tree, as each pod has
-    procs = [shard_process(course, SHARD_LESSON, i, 2, "--out", out) for i, out in enumerate(outs)]
-    nbgrader("autograde", SHARD_LESSON, cwd=serial, check=False)
+    procs = [shard_process(course, LESSON, i, 2, "--out", out) for i, out in enumerate(outs)]
     outputs = [proc.communicate(timeout=600)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     unmerged = shutil.copytree(course, root / "unmerged")
     folders = [out / f"{i}-of-2" for i, out in enumerate(outs)]
-    return serial, course, unmerged, folders, outputs, merge_shards(course, SHARD_LESSON, *folders)
+    return serial[0], course, unmerged, folders, outputs, merge_shards(course, LESSON, *folders)
 
 
 @pytest.mark.slow
@@ -274,14 +275,14 @@ def test_shards_graded_apart_and_merged_equal_serial_grading_cell_by_cell(sharde
     serial, course, unmerged, folders, outputs, merged = sharded
     assert merged.returncode == 1, merged.stdout + merged.stderr  # the corrupt notebook, as in parallel autograde
     assert "Not graded: corrupt" in merged.stdout
-    expected = gradebook(serial, SHARD_LESSON)
-    assert set(expected) == {*mixed_class(SHARD_LESSON), "corrupt"}
-    assert gradebook(course, SHARD_LESSON) == expected
-    for student in mixed_class(SHARD_LESSON):
-        assert (course / "autograded" / student / SHARD_LESSON / f"{SHARD_LESSON}.ipynb").is_file(), student
-        assert (course / LOGS / SHARD_LESSON / f"{student}.log").is_file(), student
+    expected = gradebook(serial, LESSON)
+    assert set(expected) == {*mixed_class(LESSON), "corrupt"}
+    assert gradebook(course, LESSON) == expected
+    for student in mixed_class(LESSON):
+        assert (course / "autograded" / student / LESSON / f"{LESSON}.ipynb").is_file(), student
+        assert (course / LOGS / LESSON / f"{student}.log").is_file(), student
     assert not (course / "autograded" / "corrupt").exists()
-    assert gradebook(unmerged, SHARD_LESSON) == {}  # the shards wrote nothing of the course's
+    assert gradebook(unmerged, LESSON) == {}  # the shards wrote nothing of the course's
     # Each shard graded its own students (dealt from the sorted class) into its own gradebook and tree.
     dealt = [["corrupt", "untouched"], ["solver", "wrong"]]
     for folder, students, output in zip(folders, dealt, outputs):
@@ -289,7 +290,7 @@ def test_shards_graded_apart_and_merged_equal_serial_grading_cell_by_cell(sharde
         assert record["complete"] and record["students"] == students, record
         assert sorted(p.name for p in (folder / "autograded").iterdir()) == [s for s in students if s != "corrupt"]
         with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "multi-gpu-training") as gb:
-            assert sorted(s.student.id for s in gb.assignment_submissions(SHARD_LESSON)) == students
+            assert sorted(s.student.id for s in gb.assignment_submissions(LESSON)) == students
         assert f"{len(students)} of 4 students" in output
     # The shard's table reports the corrupt notebook; its exit status stays 0 (the merge judges the class).
     assert any(line.startswith("corrupt ") and "failed" in line for line in outputs[0].splitlines()), outputs[0]
@@ -308,10 +309,10 @@ def refused(proc, *phrases):
 def test_a_missing_or_unfinished_shard_is_reported_and_nothing_merged(sharded, tmp_path):
     _, _, unmerged, folders, _, _ = sharded
     course = shutil.copytree(unmerged, tmp_path / "course")
-    assert refused(merge_shards(course, SHARD_LESSON, folders[0]),
+    assert refused(merge_shards(course, LESSON, folders[0]),
                    "shard 1/2 is missing", "not graded: solver, wrong")
     # A shard stopped part-way (a pod evicted): its record says it did not finish.
-    proc = shard_process(course, SHARD_LESSON, 1, 2, "--out", tmp_path / "killed")
+    proc = shard_process(course, LESSON, 1, 2, "--out", tmp_path / "killed")
     record = tmp_path / "killed" / "1-of-2" / "shard.json"
     for _ in range(600):
         if record.exists() or proc.poll() is not None:
@@ -319,9 +320,9 @@ def test_a_missing_or_unfinished_shard_is_reported_and_nothing_merged(sharded, t
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
-    assert refused(merge_shards(course, SHARD_LESSON, folders[0], record.parent),
+    assert refused(merge_shards(course, LESSON, folders[0], record.parent),
                    f"shard 1/2 ({record.parent}) did not finish", "--shard 1/2", "not graded: solver, wrong")
-    assert gradebook(course, SHARD_LESSON) == {} and not (course / "autograded").exists()
+    assert gradebook(course, LESSON) == {} and not (course / "autograded").exists()
 
 
 @pytest.mark.slow
@@ -329,21 +330,21 @@ def test_a_student_in_two_shards_is_refused(sharded, tmp_path):
     _, _, unmerged, folders, _, _ = sharded
     course = shutil.copytree(unmerged, tmp_path / "course")
     again = shutil.copytree(folders[0], tmp_path / "an-earlier-run" / folders[0].name)
-    assert refused(merge_shards(course, SHARD_LESSON, *folders, again),
+    assert refused(merge_shards(course, LESSON, *folders, again),
                    "graded twice: corrupt (shards 0/2 and 0/2), untouched (shards 0/2 and 0/2)")
-    assert gradebook(course, SHARD_LESSON) == {}
+    assert gradebook(course, LESSON) == {}
 
 
 @pytest.mark.slow
 def test_shards_of_another_version_of_the_lesson_are_refused(sharded, tmp_path):
     _, _, unmerged, folders, _, _ = sharded
     course = shutil.copytree(unmerged, tmp_path / "course")
-    source = course / "source" / SHARD_LESSON / f"{SHARD_LESSON}.ipynb"
+    source = course / "source" / LESSON / f"{LESSON}.ipynb"
     nb = json.loads(source.read_text())
     cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
     cell["metadata"]["nbgrader"]["points"] += 1  # the lesson changed after the shards were graded
     source.write_text(json.dumps(nb))
-    nbgrader("generate_assignment", SHARD_LESSON, "--force", cwd=course)
-    assert refused(merge_shards(course, SHARD_LESSON, *folders),
-                   "shard 0/2", "shard 1/2", f"graded from another version of {SHARD_LESSON}")
-    assert gradebook(course, SHARD_LESSON) == {}
+    nbgrader("generate_assignment", LESSON, "--force", cwd=course)
+    assert refused(merge_shards(course, LESSON, *folders),
+                   "shard 0/2", "shard 1/2", f"graded from another version of {LESSON}")
+    assert gradebook(course, LESSON) == {}

@@ -561,6 +561,13 @@ def needs_the_whole_sandbox():
         pytest.skip(f"this machine lacks a mechanism of the sandbox: {locked}")
 
 
+def test_the_course_config_loads_without_torch():
+    # Every nbgrader command in the course directory loads nbgrader_config.py, so this module: an
+    # instructor's `nbgrader list` or `collect` should not spend seconds importing torch.
+    probe = "import sys\nimport grader.grading.integrity\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
 def test_a_graded_kernel_writes_only_its_own_files_reads_no_course_file_and_reaches_no_other_process(tmp_path):
     needs_the_whole_sandbox()
     course = tmp_path / "course"
