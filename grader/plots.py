@@ -67,7 +67,7 @@ def speedup_curve(xs, speedups, xlabel, ideal, title="", logx=False):
     return _finish(fig, ax, title)
 
 
-COLOURS = {"F": "#4c72b0", "B": "#dd8452"}  # forward, backward
+COLOURS = {"F": "#4c72b0", "B": "#dd8452", "compute": "#4c72b0", "communication": "#55a868"}  # F, B: forward, backward
 
 
 def pipeline_gantt(works, title=""):
@@ -233,3 +233,27 @@ def compute_communication(per_rank_batches, split, title=""):
     ax.set_xlabel("per-rank batch")
     ax.set_ylabel("ms per step")
     return _finish(fig, ax, title, fontsize=8)
+
+
+def overlap_timeline(timelines, title=""):
+    """One training step per way, as ``torch.profiler`` saw it on one rank: a row of computation and,
+    under it, a row of communication (:class:`grader.comms.Timeline`). Where the two rows overlap,
+    the communication was hidden behind the computation; each way's label gives the share hidden.
+
+    >>> from grader.comms import Timeline
+    >>> fig = overlap_timeline({"after backward": Timeline([(0, 5)], [(5, 8)]),
+    ...                         "overlapped": Timeline([(0, 5)], [(2, 6)])})
+    """
+    fig, ax = _figure(figsize=(8, 0.8 + 0.9 * len(timelines)))
+    labels = []
+    for i, (way, line) in enumerate(timelines.items()):
+        y = 2 * i
+        ax.broken_barh([(s, e - s) for s, e in line.compute], (y - 0.35, 0.7), color=COLOURS["compute"])
+        ax.broken_barh([(s, e - s) for s, e in line.communication], (y + 1 - 0.35, 0.7), color=COLOURS["communication"])
+        labels += [f"{way}: compute", f"communication ({line.hidden():.0%} hidden)"]
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time in the step (ms)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -116,3 +116,35 @@ def test_buckets_save_time_over_one_message_per_parameter_on_real_ranks():
         comms.bucket_times([0], [4096])
     split = comms.compute_and_communication([4, 64], hidden=64, iters=1)
     assert all(backward > 0 for backward, _ in split) and split[0][1] == split[1][1] > 0  # one all-reduce, measured once
+
+
+def _profiled_steps():
+    """On a rank: a small MLP's step profiled twice: all-reduces only after backward, then none at all."""
+    import torch
+    import torch.distributed as dist
+
+    from grader.launch import init_distributed
+    from grader.models import mlp, synthetic_batch
+
+    init_distributed()
+    model = mlp(in_features=16, hidden=256)  # 6 parameters
+    x, y = synthetic_batch(64, in_features=16)
+
+    def step(communicate):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        for p in model.parameters() if communicate else ():
+            dist.all_reduce(p.grad)
+    step(True)
+    return comms.profile_step(lambda: step(True)), comms.profile_step(lambda: step(False))
+
+
+def test_a_profiled_step_tells_computation_from_communication_on_real_ranks():
+    from grader.launch import launch
+
+    for after, alone in launch(_profiled_steps, nprocs=2, show_output=False):
+        # Each parameter's all-reduce (6 of them) runs on gloo's threads after backward, nothing beside it.
+        assert 1 <= len(after.communication) <= 6 and after.compute, after
+        assert after.communication[0][0] >= after.compute[0][0] and after.hidden() < 0.05, after
+        assert all(start < end for start, end in after.compute + after.communication)
+        assert alone.communication == [] and alone.hidden() == 0.0 and alone.compute
