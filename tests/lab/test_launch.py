@@ -84,6 +84,28 @@ def test_collectives_work_and_threads_are_shared_out():
     assert launch(reduce_and_count, nprocs=2, backend="gloo", threads_per_rank=1, show_output=False)[0][1] == 1
 
 
+def test_forked_ranks_start_with_what_ddp_imports_on_first_use():
+    # DDP imports torch._dynamo the first time a process builds one (1.5 s); forked ranks inherit it
+    # from the launching process, which imports it once. A fresh interpreter, where nothing has yet.
+    probe = textwrap.dedent("""
+        import sys
+        import torch
+        from grader.launch import init_distributed, launch
+
+        def imported_before_ddp():
+            init_distributed()
+            there = "torch._dynamo" in sys.modules
+            torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+            return there
+
+        if __name__ == "__main__":
+            print("torch._dynamo" in sys.modules, launch(imported_before_ddp, nprocs=2, backend="gloo",
+                                                         start_method="fork", show_output=False))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[-1:] == ["False [True, True]"], out.stdout + out.stderr
+
+
 def test_closures_and_local_classes_travel_by_value():
     class Box:
         def __init__(self, v):
