@@ -15,6 +15,7 @@ assertions about what a GPU does (timings, the allocator, TF32) wait for real GP
 - The memory calculator against CUDA's caching allocator (:func:`grader.memory.cuda_peak`).
 - Pipeline timelines read on synchronised GPUs (GPipe, 1F1B, interleaved 1F1B), the bubble near the formula.
 - FSDP2 on a CUDA mesh training exactly like one process on the CPU.
+- A DDP step profiled: NCCL's kernels as the communication beside the computation's.
 - The TF32 guard: float32 matmuls in full float32 where the image forces TF32.
 - CPU ranks launched after the kernel trained on a GPU; the grading sandbox leaving the GPUs reachable.
 """
@@ -231,6 +232,34 @@ def _precision_with_tf32_allowed_after():
 
 
 HERE = Path(__file__).parent
+
+
+def _profiled_ddp_step():
+    """On each rank: one DDP step of a small transformer, after two to warm up, as torch.profiler saw it."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from grader import comms
+
+    _, _, device = init_distributed()
+    model = DDP(transformer(layers=4).to(device))
+    x = torch.randn(4, 8, 64, device=device)
+
+    def step():
+        model.zero_grad()
+        model(x).square().mean().backward()
+    for _ in range(2):
+        step()
+    return comms.profile_step(step)
+
+
+@two_gpus
+def test_a_profiled_ddp_step_shows_its_all_reduces_beside_the_computation():
+    # Lesson 05's overlap timeline: on GPUs the intervals are CUDA kernels, NCCL's the communication.
+    on = Target(2)
+    for line in launch(_profiled_ddp_step, nprocs=2, backend=on.backend, show_output=False):
+        assert line.compute and line.communication, line
+        assert all(0 <= start < end for start, end in line.compute + line.communication), line
+        assert 0 <= line.hidden() <= 1
 
 
 @one_gpu
