@@ -14,7 +14,9 @@ size from which the bandwidth term outweighs the latency.
 :func:`buckets` is DDP's rule for grouping gradients into all-reduce messages, and
 :func:`bucket_times` measures what buckets save over one message per parameter;
 :func:`compute_and_communication` sets a training step's backward beside the all-reduce of its
-gradients, to say when a step is communication-bound.
+gradients, to say when a step is communication-bound; :func:`profile_step` shows one step as
+``torch.profiler`` saw it, computation and communication in time, and how much of the
+communication the computation hid.
 
 Sizes follow nccl-tests: the tensor for all-reduce, broadcast and reduce; the gathered
 output for all-gather; the input for reduce-scatter; a rank's whole buffer for all-to-all.
