@@ -4,7 +4,6 @@ Real nbgrader, real gradebooks, real worker processes: one class, graded once ea
 in parallel, in shards).
 """
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, parallel_autograde, points,
-                      scores, submission, submit)
+                      scores, submission, submit, working_directories)
 from grader.grading.autograde import FORK, LOGS, Share, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
@@ -181,13 +180,6 @@ def test_a_worker_past_its_time_is_stopped_and_reported(graded, tmp_path):
     assert not (course / "autograded" / "solver").exists()
     # Its kernel (which ran in the worker's scratch folder, autograde-*/.../autograded/solver/LESSON) was stopped with it.
     assert not [cwd for cwd in working_directories() if "autograde-" in cwd and f"solver/{LESSON}" in cwd]
-
-
-def working_directories():
-    """The working directory of every process on this machine that we may read."""
-    for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            yield os.readlink(proc / "cwd")
 
 
 # ---- Isolation: a fresh home per student's kernel ----

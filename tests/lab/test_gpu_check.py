@@ -1,14 +1,11 @@
 """`make gpu-check` in its CPU form, so that it cannot rot: the quick run end to end, and its report."""
 
 import ast
-import contextlib
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +13,7 @@ import gpu_check
 from grader import hardware
 from gpu_check import Check, GpuTest, Lesson
 
-from conftest import REPO, activated, points
+from conftest import REPO, activated, points, working_directories
 
 
 def gpu_test_names():
@@ -75,13 +72,6 @@ def test_a_check_stopped_while_grading_reports_where_and_leaves_no_kernel_behind
                      r"\d+ s into autograding 00_foundations, the end of its autograde log:\n", failures), failures
     assert "[AutogradeApp | INFO] Autograding " in failures, failures
     assert not [cwd for cwd in working_directories() if cwd.startswith(str(scratch))]
-
-
-def working_directories():
-    """The working directory of every process on this machine that we may read."""
-    for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            yield os.readlink(proc / "cwd")
 
 
 def made_up(**results):
