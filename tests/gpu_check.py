@@ -148,8 +148,18 @@ def _nvidia_driver():
 
 
 def code_cells(nb):
-    """(name, cell) of each code cell: its nbgrader grade id, or "code cell N" (N counting code cells)."""
-    return [(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"code cell {i}", cell)
+    """(name, cell) of each code cell: its nbgrader grade id, or "code cell N" (N counting code cells),
+    "demonstration N" for a cell tagged demo.
+
+    >>> [name for name, _ in code_cells({"cells": [{"cell_type": "code", "metadata": {"tags": ["demo"]}},
+    ...                                            {"cell_type": "code", "metadata": {}}]})]
+    ['demonstration 0', 'code cell 1']
+    """
+    def name(i, metadata):
+        if "demo" in metadata.get("tags", []):
+            return f"demonstration {i}"
+        return metadata.get("nbgrader", {}).get("grade_id") or f"code cell {i}"
+    return [(name(i, cell.get("metadata", {})), cell)
             for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code")]
 
 
@@ -362,7 +372,8 @@ def report(check):
              _table(["", "this machine"], [(k, v) for k, v in check.facts.items() if k != "gpus"]),
              "## Lessons: each solution run top to bottom and autograded",
              "Scratch course, `nbgrader autograde` with the course's `nbgrader_config.py` (cell time-out "
-             "120 s); seconds are the whole autograde run.",
+             "120 s), except that the demonstrations run too (a class's grading skips them), so that they "
+             "run on this machine's GPUs; seconds are the whole autograde run.",
              _table(["lesson", "seconds", "score", "problems (cells that raised or wrote to stderr)", "slowest cells"],
                     [(x.name, f"{x.seconds:.1f}", f"{x.score:g} / {x.max_score:g}",
                       "; ".join(p.split("\n")[0][:200] for p in x.problems) or "none",
