@@ -55,7 +55,6 @@ from nbgrader.utils import is_grade, is_solution
 from grader.grading import sandbox
 
 KEY = "course_integrity"
-IN_KERNEL = "graded-in-kernel"  # a test cell tag: run in the answer's kernel (see IsolatedExecute)
 NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
 
 # Modules an answer may use. Everything else a lesson's answers never need (sys, inspect,
@@ -1021,16 +1020,14 @@ class IsolatedExecute(Execute):
       objects) and the test cells, whose outputs decide the points. After each answer cell it
       binds the names the cell defines (:func:`answer_names`) to the answer's kernel
       (:func:`grader.grading.remote.bind`): a test's call runs the student's function there with
-      inputs the test chose, and only data comes back.
-
-    A test cell tagged ``graded-in-kernel`` (``IN_KERNEL``: its checks read records that only the
-    answer's kernel holds) still runs in the answer's kernel.
+      inputs the test chose, and only data comes back. Ranks a test launches with the student's
+      code, and a test's own function sent with ``record.beside_answer``, run there too.
     """
 
     def preprocess(self, nb, resources=None, km=None):
         self.grader_kernel = None
         # Test cells to run in the grader's kernel: without any, the notebook runs in the answer's alone.
-        self.verdicts_outside = any(_is_test(c) and IN_KERNEL not in c.metadata.get("tags", []) for c in nb.cells)
+        self.verdicts_outside = any(_is_test(c) for c in nb.cells)
         with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as room:
             self.room = Path(room)
             for part in ("home", "ipython", "work", "tmp"):
@@ -1120,14 +1117,13 @@ class IsolatedExecute(Execute):
         tags = cell.metadata.get("tags", [])
         if cell.cell_type != "code" or self.skip_cells_with_tag in tags or not self.verdicts_outside:
             return super().preprocess_cell(cell, resources, index)
-        if _is_test(cell) and IN_KERNEL not in tags:
+        if _is_test(cell):
             with self._in_grader_kernel():
                 return super().preprocess_cell(cell, resources, index)
-        if is_solution(cell) or _is_test(cell):
+        if is_solution(cell):
             cell, resources = super().preprocess_cell(cell, resources, index)
-            if is_solution(cell):
-                self._in_grader(f"__import__('grader.grading.remote', fromlist=['bind']).bind(globals(), "
-                                f"{answer_names(cell.source)!r})", index, "binding the answer's names")
+            self._in_grader(f"__import__('grader.grading.remote', fromlist=['bind']).bind(globals(), "
+                            f"{answer_names(cell.source)!r})", index, "binding the answer's names")
             return cell, resources
         # The lesson's own cell: in the answer's kernel for the objects answers use (where a function the
         # grading build withholds fails, the lesson's output is not lost), and in the grader's, whose output shows.

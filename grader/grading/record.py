@@ -20,7 +20,9 @@ time. These recorders let a test see the route taken:
   it was called) and every wait for one, in order, so a test sees how many messages a ring sent and
   whether all-reduces were started before backward ended;
 - :func:`cuda_queue`: on a machine without a GPU, a stand-in CUDA queue, so a timer that
-  never waits for queued work is caught there too.
+  never waits for queued work is caught there too;
+- :func:`beside_answer`: run a test's own function where the answer runs, so that what it
+  records is what the answer's code did; what comes back is data.
 """
 
 import contextlib
@@ -434,3 +436,20 @@ def _available():
 
 def _synchronize(device=None):
     _course_queue.synchronize()  # noqa: F821 (a name of torch.cuda's while the stand-in is up)
+
+
+def beside_answer(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` run where the student's answers run, its result back as data.
+
+    While a student works there is one kernel, and this is a plain call. In autograde the tests
+    run in the grader's kernel, out of the answer's reach, and this runs ``fn`` in the answer's
+    kernel instead (:func:`grader.grading.remote.run`): a recorder opened there sees the answer's
+    code, and a file made there is one the answer's ranks may write. (A ``launch`` whose function
+    calls the student's does this by itself.)
+
+    >>> beside_answer(sorted, [3, 1, 2])
+    [1, 2, 3]
+    """
+    from .remote import run
+
+    return run(fn, *args, **kwargs)

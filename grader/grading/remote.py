@@ -32,6 +32,7 @@ import pickle
 import signal
 import traceback
 
+import cloudpickle
 import torch
 from torch import nn
 
@@ -40,7 +41,7 @@ ANSWERS_PID = "COURSE_ANSWER_PID"  # and its process, interrupted when a call ru
 MIME = "application/x-course-answer"
 TAG = "__course__"
 # Data classes of the toolkit that may come back (rebuilt field by field, from data).
-RECORDS = ("grader.grading.record.Forward", "grader.timing.Timing", "grader.pipeline.Work")
+RECORDS = ("grader.grading.record.Forward", "grader.timing.Timing", "grader.pipeline.Work", "grader.memory.ShardingProfile")
 # Where a returned module's class may come from; any other comes back as a plain module with its state.
 MODULE_HOMES = ("torch.nn.", "torch.distributed.", "grader.")
 
@@ -175,17 +176,15 @@ def from_bytes(raw):
 # ---- the answer's kernel ----
 
 def answer(request):
-    """Run in the answer's kernel by :func:`ask`: look a name up in the notebook's namespace, call it if
-    asked, and send back the result (or the error) as data, in a display message of type ``MIME``."""
-    from IPython import get_ipython
+    """Run in the answer's kernel by :func:`ask`: look a name up in the notebook's namespace (or take the
+    function the grader sent), call it if asked, and send back the result (or the error) as data, in a
+    display message of type ``MIME``."""
     from IPython.display import display
 
-    name, call, args, kwargs = pickle.loads(base64.b64decode(request))
-    namespace = get_ipython().user_ns
     try:
-        if name not in namespace:
-            raise NameError(f"name {name!r} is not defined")
-        value = namespace[name]
+        target, call, args, kwargs = pickle.loads(base64.b64decode(request))
+        name = target if isinstance(target, str) else getattr(target, "__name__", "the test's function")
+        value = answers_own(target) if isinstance(target, str) else target
         if call:
             value = value(*args, **kwargs)
         elif callable(value):
@@ -198,6 +197,17 @@ def answer(request):
         lines = traceback.format_exception(error)
         raw = to_bytes({"error": [type(error).__name__, str(error), "".join(lines[-6:])]})
     display({MIME: base64.b64encode(raw).decode()}, raw=True)
+
+
+def answers_own(name):
+    """In the answer's kernel: what the notebook's ``name`` holds there. A :class:`Remote` sent over
+    (inside a test's function, say) is rebuilt as this, so it runs the student's own function."""
+    from IPython import get_ipython
+
+    namespace = get_ipython().user_ns
+    if name not in namespace:
+        raise NameError(f"name {name!r} is not defined")
+    return namespace[name]
 
 
 def _state_after(argument):
@@ -275,13 +285,16 @@ def _answers():
 def ask(name, args=(), kwargs=None, call=True):
     """From the grader's kernel: ``name(*args, **kwargs)`` run in the answer's kernel (or, with
     ``call=False``, the value of ``name``), back as data. The answer's printed output is printed here.
+    ``name`` may also be a function of this kernel's, sent over to run there (see :func:`run`).
 
-    The arguments go over as pickles of this kernel's objects (the answer's kernel gets copies:
-    nothing it does to them reaches the test's own). An error in the answer raises
-    :class:`AnswerError` with its message and the end of its traceback.
+    The arguments go over as pickles of this kernel's objects (cloudpickle: a test's own functions
+    and lambdas by value; the answer's kernel gets copies: nothing it does to them reaches the
+    test's own). An error in the answer raises :class:`AnswerError` with its message and the end
+    of its traceback.
     """
     client = _answers()
-    request = base64.b64encode(pickle.dumps((name, call, tuple(args), dict(kwargs or {})))).decode()
+    request = base64.b64encode(_dumps((name, call, tuple(args), dict(kwargs or {})))).decode()
+    name = name if isinstance(name, str) else getattr(name, "__name__", "the test's function")
     msg_id = client.execute(f"__import__('grader.grading.remote', fromlist=['answer']).answer({request!r})",
                             silent=False, store_history=False, allow_stdin=False)
     raw = None
@@ -316,15 +329,72 @@ def ask(name, args=(), kwargs=None, call=True):
     return payload["value"]
 
 
+def grading():
+    """Whether this is the grader's kernel (or a process it started), beside an answer's kernel."""
+    return ANSWERS in os.environ
+
+
+def run(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` where the student's answers are: here, while a student works (one
+    kernel); in the answer's kernel, sent there, when the grader's kernel calls it. What comes back
+    is data (:func:`to_data`). For a test whose work must happen beside the answer, such as
+    records of what the answer's own code did (a stand-in GPU, a watched training loop).
+
+    >>> run(sum, [1, 2, 3])
+    6
+    """
+    return ask(fn, args, kwargs) if grading() else fn(*args, **kwargs)
+
+
+_sent = []  # the names of the Remotes pickled so far, in this process
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, but a class the notebook defined (the lesson's ``Block``, say) goes by name: the
+    answer's kernel has its own, which the student's code tests against (``isinstance``)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            return answers_own, (obj.__qualname__,)
+        return super().reducer_override(obj)
+
+
+def _dumps(obj):
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+def reaches_answers(obj):
+    """Whether ``obj`` (a function, its arguments) calls one of the answer's functions, a :class:`Remote`:
+    then it must run in the answer's kernel, where that function is.
+
+    >>> train = Remote("ddp_train")
+    >>> reaches_answers((sum, [1, 2])), reaches_answers((sum, [train])), reaches_answers(lambda steps: train(steps))
+    (False, True, True)
+    """
+    before = len(_sent)
+    try:
+        _dumps(obj)
+    except Exception:  # it cannot go anywhere; whoever sends it says so
+        return False
+    return len(_sent) > before
+
+
 class Remote:
     """A student's function, as the tests in the grader's kernel see it: calling it runs it in the
-    answer's kernel (:func:`ask`)."""
+    answer's kernel (:func:`ask`). Sent to the answer's kernel inside a test's function, it is the
+    student's function there (:func:`answers_own`)."""
 
     def __init__(self, name):
         self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args, **kwargs):
         return ask(self.__name__, args, kwargs)
+
+    def __reduce__(self):
+        _sent.append(self.__name__)
+        return answers_own, (self.__name__,)
 
     def __repr__(self):
         return f"<the answer's {self.__name__}>"

@@ -87,6 +87,14 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     """
     if not callable(fn):
         raise TypeError(f"launch needs a function to run on each rank, got {type(fn).__name__}")
+    from grader.grading import remote
+
+    if remote.grading() and remote.reaches_answers((fn, args, kwargs)):
+        # A test in the grader's kernel launching the student's code: the ranks start from the answer's
+        # (sandboxed) kernel, and their results come back as data.
+        return remote.run(launch, fn, *args, nprocs=nprocs, backend=backend, timeout=timeout,
+                          threads_per_rank=threads_per_rank, start_method=start_method,
+                          show_output=show_output, **kwargs)
     nprocs = hardware.parallel_ranks() if nprocs is None else nprocs
     if nprocs < 1 or timeout <= 0:
         raise ValueError(f"nprocs must be at least 1 and timeout positive, got {nprocs} and {timeout}")
