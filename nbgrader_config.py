@@ -55,3 +55,8 @@ c.Autograde.autograde_preprocessors = [RestoreRelease, ScanAnswers, StampTests, 
 # autograde and validate skip them, so a class is graded without re-running the lesson's
 # measurements for every student (tests/grading/test_notebooks.py runs them top to bottom).
 c.Execute.skip_cells_with_tag = "demo"
+# Autograding as root (a grading pod, a GPU machine)? Run the answers' kernels as another user, so
+# that the system's permissions keep a course directory of mode 0700 from them too, where
+# Landlock cannot confine files (machines with GPUs). That user must reach the Python environment;
+# where it cannot, the kernel stays the grading user and the log says so.
+# c.IsolatedExecute.answer_user = "nobody"

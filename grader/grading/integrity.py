@@ -51,6 +51,7 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
+from traitlets import Unicode
 
 from grader.grading import sandbox
 
@@ -1024,6 +1025,10 @@ class IsolatedExecute(Execute):
       code, and a test's own function sent with ``record.beside_answer``, run there too.
     """
 
+    answer_user = Unicode("", help="Where autograde runs as root: the user the answer's kernel and its "
+                          "ranks run as (nobody, say), so that the operating system's permissions keep "
+                          "the course directory from it too; empty: the grading user").tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         self.grader_kernel = None
         # Test cells to run in the grader's kernel: without any, the notebook runs in the answer's alone.
@@ -1033,6 +1038,9 @@ class IsolatedExecute(Execute):
             for part in ("home", "ipython", "work", "tmp"):
                 for kernel in ("answers", "grader"):
                     (self.room / kernel / part).mkdir(parents=True)
+            if self.answer_user:  # the answer's user may pass through to its own folders, and no further
+                self.room.chmod(0o711)
+                (self.room / "grader").chmod(0o700)
             try:
                 return super().preprocess(nb, resources, km)
             finally:
@@ -1075,6 +1083,7 @@ class IsolatedExecute(Execute):
                    **{fairness.GRADING: "1"})
         if kernel == "answers":
             env[sandbox.SECRETS] = json.dumps(self.secrets())
+            env[sandbox.USER] = self.answer_user
             withheld = self.nb.metadata.get("course", {}).get("withheld", [])
             if withheld and self.verdicts_outside:
                 env.update({sandbox.WITHHELD: json.dumps(withheld), sandbox.TOOLKIT: str(room / "toolkit")})

@@ -19,6 +19,12 @@ child inherits the lock. Two mechanisms of Linux:
   ``process_vm_writev``, ``perf_event_open``, so not even a rank can read or write the kernel
   that started it; ``no_new_privs`` first, so no set-uid program regains anything.
 
+Where autograde runs as root and is given a user (``c.IsolatedExecute.answer_user``, passed as
+``COURSE_ANSWER_USER``), the kernel first becomes that user (:func:`become`): its own folders
+are handed to it, and whatever else the operating system's permissions keep from that user
+(a course directory of mode 0700) stays out of reach even where Landlock's file rules cannot
+be applied (a machine with GPUs).
+
 Each returns the reasons it could not be applied (an old kernel, another architecture); they are
 printed as the kernel starts, so grading's log says what was left open.
 
@@ -47,6 +53,7 @@ import tempfile
 from pathlib import Path
 
 SECRETS = "COURSE_SANDBOX_SECRETS"  # a JSON list of paths the kernel must not read
+USER = "COURSE_ANSWER_USER"  # the user the kernel runs as, where autograde runs as root
 WITHHELD = "COURSE_WITHHELD"  # a JSON list of the toolkit's functions the grading build leaves out
 TOOLKIT = "COURSE_GRADING_TOOLKIT"  # where the grading build of the toolkit goes
 
@@ -149,8 +156,8 @@ def confine_files(connection_file=None, secrets=(), toolkit=None):
         files = 0
         left.append("GPUs here: CUDA names every thread it starts by writing /proc/<pid>/task/<tid>/comm, a path "
                     "Landlock cannot allow ahead for each process, so files are not confined: answers may read and "
-                    "write whatever the grading user can: autograde as a user who can read only the course's "
-                    "environment")
+                    "write whatever this kernel's user can: autograde as root with c.IsolatedExecute.answer_user "
+                    "set, the course directory closed to that user")
     if abi >= 6:
         attr = struct.pack("QQQ", files, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
     else:
@@ -217,6 +224,60 @@ def deny_syscalls():
     return []
 
 
+def become(user, connection_file=None):
+    """Run this process as ``user`` from now on (autograde runs as root): its own folders (see
+    :func:`writable_paths`) are given to that user first, and the connection file copied into its
+    home. Returns the connection file to use and what could not be done.
+
+    >>> become("", "/run/kernel.json")
+    ('/run/kernel.json', [])
+    """
+    import pwd
+
+    if not user:
+        return connection_file, []
+    if os.geteuid() != 0:
+        return connection_file, [f"answers run as this user, not {user!r}: autograde does not run as root"]
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return connection_file, [f"answers run as root: no user {user!r} on this machine"]
+    closed = [p for p in {sys.base_prefix, sys.prefix} if not _passable(p, entry.pw_uid, entry.pw_gid)]
+    if closed:
+        return connection_file, [f"answers run as this user, not {user!r}, who cannot reach this Python ({closed[0]})"]
+    own = [p for p in writable_paths() if not p.startswith("/dev")]
+    for folder in own:
+        for root, dirs, files in os.walk(folder):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.lchown(name, entry.pw_uid, entry.pw_gid)
+    if connection_file:
+        copied = os.path.join(os.environ.get("HOME") or tempfile.gettempdir(), os.path.basename(connection_file))
+        shutil.copyfile(connection_file, copied)
+        os.chown(copied, entry.pw_uid, entry.pw_gid)
+        os.chmod(copied, 0o600)
+        connection_file = copied
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+    return connection_file, []
+
+
+def _passable(path, uid, gid):
+    """Whether the user ``uid`` (group ``gid``) may pass through every folder down to ``path``, and list it.
+
+    >>> _passable("/", 65534, 65534)
+    True
+    """
+    parts = Path(path).resolve().parts
+    for i in range(1, len(parts) + 1):
+        st = os.stat(os.path.join(*parts[:i]))
+        bits = 0o5 if i == len(parts) else 0o1  # read and pass the last; pass the ones above
+        mode = st.st_mode >> 6 if st.st_uid == uid else st.st_mode >> 3 if st.st_gid == gid else st.st_mode
+        if mode & bits != bits:
+            return False
+    return True
+
+
 def lock(connection_file=None, secrets=(), toolkit=None):
     """Apply both (see above). Returns the list of what could not be applied: empty when all was.
 
@@ -275,7 +336,10 @@ def main(argv):
     if withheld:
         toolkit = grading_toolkit(withheld, os.environ.pop(TOOLKIT))
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [toolkit, os.environ.get("PYTHONPATH")]))
-    for reason in lock(connection, secrets, toolkit):
+    moved, left = become(os.environ.pop(USER, ""), connection)
+    if moved != connection:
+        argv[argv.index("-f") + 1] = connection = moved
+    for reason in left + lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
     if sys.path and sys.path[0] == os.getcwd():  # `python -m` puts the working directory first; the kernel has none
         del sys.path[0]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -628,6 +629,59 @@ print("ptrace", libc.syscall(101, 0, 0, 0, 0))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.splitlines()
     assert out[0].startswith('["GPUs here: CUDA names every thread') and "files are not confined" in out[0]
     assert out[1:] == ["True", "signal refused", "ptrace -1"]
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # one that every user can run (this environment's may lie under root's home)
+
+
+def test_as_root_the_answers_kernel_becomes_the_answer_user_who_cannot_read_a_closed_course():
+    """Where Landlock's file rules cannot hold (GPUs), the operating system's permissions still do:
+    the kernel becomes ``answer_user`` before it locks, and a course directory of mode 0700 is closed to it."""
+    import pwd
+
+    if os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON):
+        pytest.skip("needs root (autograde as root) and a system Python")
+    nobody = pwd.getpwnam("nobody")
+    with tempfile.TemporaryDirectory() as room:  # under /tmp, as grading's room is (pytest's own folder is closed)
+        check_becomes(Path(room), nobody)
+
+
+def check_becomes(tmp_path, nobody):
+    own, course = tmp_path / "own", tmp_path / "course"
+    own.mkdir()
+    course.mkdir(mode=0o700)
+    (course / "gradebook.db").write_text("the hidden tests' inputs")
+    connection = tmp_path / "kernel.json"
+    connection.write_text("{}")
+    connection.chmod(0o600)
+    tmp_path.chmod(0o711)
+    code = f"""import os
+from grader.grading import sandbox
+moved, left = sandbox.become("nobody", {str(connection)!r})
+print(left, os.getuid(), moved.startswith({str(own)!r}), open(moved).read())
+try:
+    open({str(course / "gradebook.db")!r})
+except PermissionError:
+    print("gradebook refused")
+open("mine.txt", "w").write("written")
+print(open("mine.txt").read())
+"""
+    out = subprocess.run([SYSTEM_PYTHON, "-c", code], cwd=own, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HOME": str(own), "TMPDIR": str(own)})
+    assert out.stdout.splitlines() == [f"[] {nobody.pw_uid} True {{}}", "gradebook refused", "written"], out.stderr
+
+
+def test_an_answer_user_who_cannot_be_become_is_not_and_the_log_says_so(tmp_path, capfd):
+    # This machine's Python may lie under root's home (mode 0700): the kernel then stays the grading
+    # user, and grading goes on; a user with no account is refused the same way.
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nprint(os.geteuid())")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    execute = IsolatedExecute(timeout=120, answer_user="no-such-user-here",
+                              config=Config({"CourseDirectory": {"root": str(tmp_path / "course")}}))
+    execute.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs[0]["text"] == f"{os.geteuid()}\n"
+    reason = "no user 'no-such-user-here'" if os.geteuid() == 0 else "autograde does not run as root"
+    assert reason in capfd.readouterr().err
 
 
 def test_a_test_cell_that_does_not_print_its_token_scores_zero():
