@@ -37,3 +37,15 @@ def test_the_batch_scaling_benchmark_prints_throughput_scaling_and_the_serial_fr
     assert sum(line.startswith(("| strong", "| weak")) for line in lines) == 2
     assert any(line.startswith("serial fraction ") for line in lines)
     assert any(line.endswith(("| passes |", "| fails |", "| manual grading |")) for line in lines)
+
+
+@pytest.mark.slow
+def test_the_measured_grades_benchmark_counts_each_challenges_outcomes():
+    script = REPO / "tests" / "benchmarks" / "measured_grades.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| 0")]
+    assert [row[0] for row in rows] == ["| 02 c5 DDP speedup", "| 04 c4 serial fraction", "| 04 c5 efficiency",
+                                        "| 05 c5 bucket speedup"]
+    assert all(sorted(row[1:4]) == ["0", "0", "1"] for row in rows), rows  # one repeat, one outcome each
