@@ -183,7 +183,7 @@ def answer(request):
 
     try:
         target, call, args, kwargs = pickle.loads(base64.b64decode(request))
-        name = target if isinstance(target, str) else getattr(target, "__name__", "the test's function")
+        name = _called(target)
         value = answers_own(target) if isinstance(target, str) else target
         if call:
             value = value(*args, **kwargs)
@@ -197,6 +197,11 @@ def answer(request):
         lines = traceback.format_exception(error)
         raw = to_bytes({"error": [type(error).__name__, str(error), "".join(lines[-6:])]})
     display({MIME: base64.b64encode(raw).decode()}, raw=True)
+
+
+def _called(target):
+    """How messages name what :func:`ask` runs: the answer's name, or the test's function's."""
+    return target if isinstance(target, str) else getattr(target, "__name__", "the test's function")
 
 
 def answers_own(name):
@@ -294,7 +299,7 @@ def ask(name, args=(), kwargs=None, call=True):
     """
     client = _answers()
     request = base64.b64encode(_dumps((name, call, tuple(args), dict(kwargs or {})))).decode()
-    name = name if isinstance(name, str) else getattr(name, "__name__", "the test's function")
+    name = _called(name)
     msg_id = client.execute(f"__import__('grader.grading.remote', fromlist=['answer']).answer({request!r})",
                             silent=False, store_history=False, allow_stdin=False)
     raw = None

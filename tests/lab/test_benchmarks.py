@@ -9,13 +9,17 @@ from conftest import REPO
 from grader.scaling import expected_ddp_speedup
 
 
-@pytest.mark.slow
-def test_the_model_parallel_benchmark_prints_the_bubble_and_the_bytes_tables():
-    script = REPO / "tests" / "benchmarks" / "model_parallel.py"
-    proc = subprocess.run([sys.executable, str(script), "--quick", "--repeats", "1"],
+def quick_run(name, *args):
+    """What ``tests/benchmarks/<name>.py --quick`` printed; it must exit cleanly."""
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "benchmarks" / f"{name}.py"), "--quick", *args],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_the_model_parallel_benchmark_prints_the_bubble_and_the_bytes_tables():
+    out = quick_run("model_parallel", "--repeats", "1")
     assert "## Pipeline bubble" in out and "## Bytes per rank" in out
     assert sum(line.startswith(("| 1 |", "| 2 |", "| 4 |", "| 8 |")) for line in out.splitlines()) == 4
     for method in ("DDP", "ZeRO-1", "FSDP2"):
@@ -24,11 +28,7 @@ def test_the_model_parallel_benchmark_prints_the_bubble_and_the_bytes_tables():
 
 @pytest.mark.slow
 def test_the_batch_scaling_benchmark_prints_throughput_scaling_and_the_serial_fraction():
-    script = REPO / "tests" / "benchmarks" / "batch_scaling.py"
-    proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
+    lines = quick_run("batch_scaling").splitlines()
     assert [line for line in lines if line.startswith("## ")] == [
         "## Throughput against the per-rank batch", "## Strong and weak scaling on 1 and 2 ranks",
         "## Serial fraction fitted to strong scaling, global batch 128",
@@ -41,11 +41,7 @@ def test_the_batch_scaling_benchmark_prints_throughput_scaling_and_the_serial_fr
 
 @pytest.mark.slow
 def test_the_measured_grades_benchmark_counts_each_challenges_outcomes():
-    script = REPO / "tests" / "benchmarks" / "measured_grades.py"
-    proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| 0")]
+    rows = [line.split(" | ") for line in quick_run("measured_grades").splitlines() if line.startswith("| 0")]
     assert [row[0] for row in rows] == ["| 02 c5 DDP speedup", "| 04 c4 serial fraction", "| 04 c5 efficiency",
                                         "| 05 c5 bucket speedup"]
     assert all(sorted(row[1:4]) == ["0", "0", "1"] for row in rows), rows  # one repeat, one outcome each
