@@ -277,7 +277,7 @@ def copy_bandwidth(nbytes=64 << 20, device=None, repeats=5):
     With ``device="peer"`` and two GPUs, a copy from GPU 0 to GPU 1: the link between them
     (NVLink or PCIe), measured.
 
-    >>> copy_bandwidth(1 << 20) > 1e8   # more than 100 MB/s
+    >>> copy_bandwidth(1 << 20) > 0   # bytes per second; how many depends on the machine and its load
     True
     """
     source_device = target_device = torch.device("cpu") if device is None else device
