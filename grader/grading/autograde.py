@@ -351,6 +351,7 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
     print(f"Autograding {len(students)} submissions of {lesson}, {workers} at a time, on {hardware.describe()}; "
           f"logs in {logs}", flush=True)
     free = core_sets(workers)  # each running worker holds one set
+    import torch  # noqa: F401 (the scan of answer cells imports it in every worker: once here, workers fork with it)
     tqdm.monitor_interval = 0  # no monitor thread: a process with threads is not to be forked
     waiting, running, rows = list(students), {}, []
     with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, tqdm(total=len(students), unit="student", desc=lesson) as bar:
