@@ -67,6 +67,9 @@ RECORD = "shard.json"  # a shard's record, in its folder
 # Workers are forked from this process, which has imported nbgrader already: a fresh
 # `nbgrader` command spends about 4 s on its imports, half as long as grading a light notebook.
 FORK = multiprocessing.get_context("fork")
+# jupyter_client picks a kernel's ports before the kernel binds them, so a kernel (or a rank) starting
+# beside it can take one first; the kernel then dies at its start with this in the log.
+PORT_TAKEN = "Address already in use"
 
 
 def course_directory():
@@ -351,9 +354,11 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
     print(f"Autograding {len(students)} submissions of {lesson}, {workers} at a time, on {hardware.describe()}; "
           f"logs in {logs}", flush=True)
     free = core_sets(workers)  # each running worker holds one set
-    import torch  # noqa: F401 (the scan of answer cells imports it in every worker: once here, workers fork with it)
-    tqdm.monitor_interval = 0  # no monitor thread: a process with threads is not to be forked
-    waiting, running, rows = list(students), {}, []
+    # The scan of answer cells imports torch in every worker (2 s a student): imported once here, the workers
+    # fork with it. Its import leaves one thread, waiting idle, as a DataLoader's forked workers have it too.
+    import torch  # noqa: F401
+    tqdm.monitor_interval = 0  # no monitor thread, which could hold a lock at a fork
+    waiting, running, rows, retried = list(students), {}, [], set()
     with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, tqdm(total=len(students), unit="student", desc=lesson) as bar:
         gradebook = Path(tmp, "gradebook.db")  # the course's, as it was before any student was merged
         shutil.copy(_course_db(coursedir), gradebook)
@@ -378,9 +383,16 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
                     with open(log, "a") as out:
                         out.write(f"\ngrader.grading.autograde: {status}, stopped\n")
                 elif worker.exitcode:
+                    if student not in retried and PORT_TAKEN in log.read_text(errors="replace"):
+                        retried.add(student)  # graded again, once, from the start
+                        shutil.rmtree(Path(tmp, student))
+                        waiting.insert(0, student)
+                        continue
                     status = f"failed (exit {worker.exitcode})"
                 else:
                     status = "skipped (graded before)" if "Skipping existing" in log.read_text() else "graded"
+                if student in retried:
+                    status += ", at a second try (a kernel's port was taken at the first)"
                 collect(coursedir, lesson, student, Path(tmp, student), graded=worker.exitcode == 0, into=into)
                 rows.append((student, seconds, status))
                 bar.update()

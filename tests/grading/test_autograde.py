@@ -7,6 +7,7 @@ in parallel, in shards).
 import json
 import os
 import signal
+import socket
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from nbgrader.api import Gradebook
 
 from conftest import (REPO, activated, copy_course, installed, mutant_students, nbgrader, parallel_autograde, points,
                       scores, submission, submit, working_directories)
-from grader.grading.autograde import FORK, LOGS, Share, core_sets, course_directory, pin, starts_ranks
+from grader.grading.autograde import FORK, LOGS, PORT_TAKEN, Share, core_sets, course_directory, pin, starts_ranks
 from mutants import MUTANTS
 
 LESSON = "00_foundations"  # the lightest lesson
@@ -180,6 +181,26 @@ def test_a_worker_past_its_time_is_stopped_and_reported(graded, tmp_path):
     assert not (course / "autograded" / "solver").exists()
     # Its kernel (which ran in the worker's scratch folder, autograde-*/.../autograded/solver/LESSON) was stopped with it.
     assert not [cwd for cwd in working_directories() if "autograde-" in cwd and f"solver/{LESSON}" in cwd]
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_port_is_taken_is_started_once_more_and_then_reported(graded, tmp_path):
+    # jupyter_client picks a kernel's ports before the kernel binds them: a kernel starting beside it can take
+    # one first. Here the port is taken for good (the course's config fixes the kernels' shell port, and this
+    # test holds it), so the second try fails as the first did; each try is a real nbgrader run.
+    course = shutil.copytree(graded[0], tmp_path / "course", ignore=shutil.ignore_patterns("autograded"))
+    for student in {*mixed_class(LESSON), "corrupt"} - {"solver"}:
+        shutil.rmtree(course / "submitted" / student)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        with open(course / "nbgrader_config.py", "a") as config:
+            config.write(f"\nc.KernelManager.cache_ports = False\nc.KernelManager.shell_port = {held.getsockname()[1]}\n")
+        proc = parallel_autograde(course, LESSON, "--workers", "1")
+    assert proc.returncode == 1
+    log = (course / LOGS / LESSON / "solver.log").read_text()
+    assert PORT_TAKEN in log and "failed (exit 1), at a second try" in proc.stdout, proc.stdout[-2000:]
+    assert not (course / "autograded" / "solver").exists()
 
 
 # ---- Isolation: a fresh home per student's kernel ----
