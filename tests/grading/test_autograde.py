@@ -7,8 +7,8 @@ in parallel, in shards).
 import json
 import os
 import signal
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import time
