@@ -185,11 +185,17 @@ def grade_bucket_speedup(bucket_mb, sizes, ranks=2):
     MB, against one message per parameter, beside the reference bucket size
     (``bucket_speedup`` in ``thresholds.json``), measured in turn in the same fresh processes.
 
-    >>> v = grade_bucket_speedup(1e-6, [4096] * 8)   # a bucket per parameter gains nothing
-    >>> v.passed, str(v).startswith("buckets of 1e-06 MB")
-    (False, True)
+    Buckets that each hold one gradient send the very messages of one all-reduce per parameter, so
+    they fail without a measurement (timed, the two differ only by noise).
+
+    >>> v = grade_bucket_speedup(1e-6, [4096] * 8)
+    >>> v.passed, v.busy, str(v)
+    (False, False, 'buckets of 1e-06 MB hold one gradient each: the same 8 messages as one all-reduce per parameter')
     """
     rule = thresholds("bucket_speedup")
+    if all(len(bucket) == 1 for bucket in comms.buckets(sizes, max(1, int(bucket_mb * 2**20)))):
+        return Verdict(False, False, f"buckets of {bucket_mb:g} MB hold one gradient each: the same "
+                                     f"{len(sizes)} messages as one all-reduce per parameter")
     per_parameter, mine, reference = comms.bucket_times([bucket_mb, rule["reference_bucket_mb"]], sizes, ranks)
     needed = rule["needed"]
     return Verdict(per_parameter / mine >= needed, per_parameter / reference < needed,
