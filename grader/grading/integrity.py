@@ -1089,7 +1089,8 @@ class IsolatedExecute(Execute):
                 env.update({sandbox.WITHHELD: json.dumps(withheld), sandbox.TOOLKIT: str(room / "toolkit")})
         else:
             env.update({remote.ANSWERS: self.answers_km.connection_file,
-                        remote.ANSWERS_PID: str(self.answers_km.provisioner.pid)})
+                        remote.ANSWERS_PID: str(self.answers_km.provisioner.pid),
+                        remote.INBOX: str(self.room / "answers" / "tmp")})
         self.extra_arguments = [*self.extra_arguments, *(a for a in (NO_CWD,) if a not in self.extra_arguments)]
         super().start_new_kernel(cwd=str(room / "work"), env=env, **kwargs)
 

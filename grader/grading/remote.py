@@ -23,13 +23,16 @@ TypeError: a answer returned object, which the grader cannot take as data (retur
 
 import base64
 import builtins
+import contextlib
 import dataclasses
 import functools
 import importlib
 import io
 import os
 import pickle
+import secrets
 import signal
+import tempfile
 import traceback
 
 import cloudpickle
@@ -38,6 +41,7 @@ from torch import nn
 
 ANSWERS = "COURSE_ANSWER_KERNEL"  # the answer kernel's connection file, in the grader's kernel's environment
 ANSWERS_PID = "COURSE_ANSWER_PID"  # and its process, interrupted when a call runs past the cell's time-out
+INBOX = "COURSE_ANSWER_INBOX"  # a folder of the answer kernel's own (its temporary folder), where requests go
 MIME = "application/x-course-answer"
 TAG = "__course__"
 # Data classes of the toolkit that may come back (rebuilt field by field, from data).
@@ -176,13 +180,16 @@ def from_bytes(raw):
 # ---- the answer's kernel ----
 
 def answer(request):
-    """Run in the answer's kernel by :func:`ask`: look a name up in the notebook's namespace (or take the
-    function the grader sent), call it if asked, and send back the result (or the error) as data, in a
-    display message of type ``MIME``."""
+    """Run in the answer's kernel by :func:`ask`: read the request from the file ``request`` (and remove
+    it), look a name up in the notebook's namespace (or take the function the grader sent), call it if
+    asked, and send back the result (or the error) as data, in a display message of type ``MIME``."""
     from IPython.display import display
 
     try:
-        target, call, args, kwargs = pickle.loads(base64.b64decode(request))
+        with open(request, "rb") as file:
+            raw = file.read()
+        os.unlink(request)
+        target, call, args, kwargs = pickle.loads(raw)
         name = _called(target)
         value = answers_own(target) if isinstance(target, str) else target
         if call:
@@ -296,9 +303,18 @@ def ask(name, args=(), kwargs=None, call=True):
     and lambdas by value; the answer's kernel gets copies: nothing it does to them reaches the
     test's own). An error in the answer raises :class:`AnswerError` with its message and the end
     of its traceback.
+
+    The request goes as a file in the answer kernel's own folder, named in the code it runs: a
+    model's weights written into that code would make the kernel hash megabytes of source in Python
+    (ipykernel names every cell by a hash of its code), seconds a call. The name is new and random
+    (``O_EXCL``, ``O_NOFOLLOW``), so no link the answer lays can redirect the write.
     """
     client = _answers()
-    request = base64.b64encode(_dumps((name, call, tuple(args), dict(kwargs or {})))).decode()
+    request = os.path.join(os.environ.get(INBOX) or tempfile.gettempdir(), f"course-request-{secrets.token_hex(16)}")
+    descriptor = os.open(request, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.fchmod(descriptor, 0o644)  # whatever the umask: the answer's user, where it is another, reads it
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(_dumps((name, call, tuple(args), dict(kwargs or {}))))
     name = _called(name)
     msg_id = client.execute(f"__import__('grader.grading.remote', fromlist=['answer']).answer({request!r})",
                             silent=False, store_history=False, allow_stdin=False)
@@ -321,6 +337,9 @@ def ask(name, args=(), kwargs=None, call=True):
         if os.environ.get(ANSWERS_PID):
             os.kill(int(os.environ[ANSWERS_PID]), signal.SIGINT)
         raise
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(request)  # where the answer's kernel did not get to it
     if raw is None:
         raise AnswerError(f"{name}: the answer's kernel sent nothing back")
     payload = from_bytes(raw)
