@@ -59,6 +59,7 @@ from sqlalchemy.exc import SAWarning
 from tqdm import tqdm
 
 from grader import hardware
+from grader.grading import zygote
 from grader.launch.processes import descendants, send
 
 LOGS = "autograde_logs"
@@ -358,6 +359,14 @@ def grade(coursedir, lesson, students, workers, force, timeout, logs, into=None)
     # fork with it. Its import leaves one thread, waiting idle, as a DataLoader's forked workers have it too.
     import torch  # noqa: F401
     tqdm.monitor_interval = 0  # no monitor thread, which could hold a lock at a fork
+    zygote.start()  # the workers' kernels are forked from one process that has imported torch (4 s a kernel)
+    try:
+        return _grade(coursedir, lesson, students, workers, force, timeout, logs, into, free)
+    finally:
+        zygote.stop()
+
+
+def _grade(coursedir, lesson, students, workers, force, timeout, logs, into, free):
     waiting, running, rows, retried = list(students), {}, [], set()
     with tempfile.TemporaryDirectory(prefix="autograde-") as tmp, tqdm(total=len(students), unit="student", desc=lesson) as bar:
         gradebook = Path(tmp, "gradebook.db")  # the course's, as it was before any student was merged

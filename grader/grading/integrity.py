@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import types
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -51,9 +52,9 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
-from grader.grading import sandbox
+from grader.grading import sandbox, zygote
 
 KEY = "course_integrity"
 NO_CWD = "--InteractiveShellApp.ignore_cwd=True"  # IPython >= 8: the working directory stays off sys.path
@@ -1023,8 +1024,13 @@ class IsolatedExecute(Execute):
       (:func:`grader.grading.remote.bind`): a test's call runs the student's function there with
       inputs the test chose, and only data comes back. Ranks a test launches with the student's
       code, and a test's own function sent with ``record.beside_answer``, run there too.
+
+    Both are forked from a zygote that has imported torch and IPython's kernel
+    (:mod:`grader.grading.zygote`), where it can serve them (``fork_kernels``).
     """
 
+    fork_kernels = Bool(True, help="Start the kernels as forks of a process that has imported torch and "
+                        "IPython's kernel (about 4 s of CPU less a kernel); False: each kernel from scratch").tag(config=True)
     answer_user = Unicode("", help="Where autograde runs as root: the user the answer's kernel and its "
                           "ranks run as (nobody, say), so that the operating system's permissions keep "
                           "the course directory from it too; empty: the grading user").tag(config=True)
@@ -1059,6 +1065,9 @@ class IsolatedExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
+        if self.fork_kernels:
+            km.kernel_id = str(uuid.uuid4())
+            km.provisioner = zygote.ForkedProvisioner(kernel_id=km.kernel_id, kernel_spec=km.kernel_spec, parent=km)
         argv = km.kernel_spec.argv
         if self.grader_kernel is False:  # the grader's own kernel: as the kernelspec starts it
             return km
