@@ -20,6 +20,7 @@ environment for imports, no zygote), the kernel is started as jupyter_client sta
 (0, True)
 """
 
+import atexit
 import contextlib
 import json
 import os
@@ -231,10 +232,20 @@ def _reap(kernels, selector):
 
 
 def _kill_tree(pid):
-    from grader.launch.processes import descendants, send
-
-    for each in [pid, *descendants(pid)]:
-        send(each, signal.SIGKILL)
+    """SIGKILL ``pid`` and every process below it. (Not through ``grader.launch.processes``: the zygote
+    imports nothing of the toolkit, whose modules every kernel forked after would then hold.)"""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    tree, level = [pid], [pid]
+    while level:
+        level = [p for p, parent in parents.items() if parent in level]
+        tree += level
+    for each in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
 
 
 def _kill_all(kernels):
@@ -295,6 +306,7 @@ def _child(request, out, err, sockets, selector):
         traceback.print_exc()
     finally:
         with _suppressed():
+            atexit._run_exitfuncs()  # as the interpreter's exit would: what the kernel registered
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
