@@ -18,6 +18,7 @@ environment for imports, no zygote), the kernel is started as jupyter_client sta
 >>> process = fork([sys.executable, "-m", "ipykernel_launcher", "--version"], dict(os.environ, PYTHONNOUSERSITE="1"), "/")
 >>> process.wait(timeout=60), process.pid > 0
 (0, True)
+>>> stop()   # this process's zygote ends
 """
 
 import atexit
@@ -169,7 +170,8 @@ def serve(fd):
     """The zygote: import what every kernel imports, then fork a kernel per request on the socket ``fd``
     until every requester has closed it."""
     for module in PRELOAD:
-        __import__(module)
+        with contextlib.suppress(ImportError):  # a torch without distributed: the kernels import less
+            __import__(module)
     if sys.path and sys.path[0] == os.getcwd():  # `-m` put the zygote's working directory first
         del sys.path[0]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the requesters
