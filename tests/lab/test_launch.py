@@ -362,8 +362,13 @@ def test_nccl_without_enough_gpus_is_refused():
 
 
 SLEEPER = textwrap.dedent("""
-    import os, sys, time
+    import faulthandler, os, signal, sys, time
     from grader.launch import launch
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # where every thread is, should it hang
+    # A Ctrl-C raises KeyboardInterrupt, as in a terminal or a kernel, even where the suite runs as a
+    # background job: a shell without job control starts those with SIGINT ignored, and Python keeps that.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def sleeper(folder):
         open(os.path.join(folder, os.environ["RANK"]), "w").write(str(os.getpid()))
@@ -381,7 +386,8 @@ SLEEPER = textwrap.dedent("""
 def test_interrupt_stops_every_rank(tmp_path):
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not all((tmp_path / r).exists() and (tmp_path / r).read_text() for r in "01"):
         assert time.monotonic() < deadline and proc.poll() is None, "ranks did not start"
@@ -389,10 +395,16 @@ def test_interrupt_stops_every_rank(tmp_path):
     pids = [int((tmp_path / r).read_text()) for r in "01"]
     proc.send_signal(signal.SIGINT)
     try:  # the launcher waits up to 30 s for torch's elastic agent to end (grader/launch/cell.py)
-        out, _ = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the interrupted launcher had not ended after 60 s; its threads:\n{err[-8000:]}") from None
     finally:
         proc.kill()
-    assert proc.returncode == 3 and "interrupted" in out
+    assert proc.returncode == 3 and "interrupted" in out, err[-3000:]
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3]
 
