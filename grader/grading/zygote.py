@@ -13,7 +13,7 @@ Requests come over a socket pair (one message each, with the reply socket and th
 output attached); a kernel holds no end of it. The reply socket carries the kernel's pid, then
 its exit status, and when the requester goes (a worker stopped), the kernel and every process
 below it are killed. Where the zygote cannot serve a request (another Python, another
-environment for imports, no zygote), the kernel is started as jupyter_client starts it.
+environment for imports, a machine with GPUs, no zygote), the kernel is started as jupyter_client starts it.
 
 >>> process = fork([sys.executable, "-m", "ipykernel_launcher", "--version"], dict(os.environ, PYTHONNOUSERSITE="1"), "/")
 >>> process.wait(timeout=60), process.pid > 0
@@ -23,6 +23,7 @@ environment for imports, no zygote), the kernel is started as jupyter_client sta
 
 import atexit
 import contextlib
+import glob
 import json
 import os
 import selectors
@@ -42,6 +43,7 @@ PRELOAD = ("torch", "torch.distributed.fsdp", "torch.distributed.pipelining", "t
 # What must be the same in the zygote and a kernel's environment for what the zygote imported to hold.
 SAME = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHASHSEED")
 MESSAGE = 1 << 20
+GPUS = "/dev/nvidia[0-9]*"  # one node per NVIDIA GPU
 
 _control = None  # this process's end of the zygote's socket, once started here or in a parent
 _process = _owner = None  # the zygote (a Popen) and the process that started it
@@ -120,14 +122,16 @@ def stop(timeout=30):
 
 def servable(cmd, env):
     """Whether the zygote can start the kernel ``cmd`` with ``env``: this Python running one of the
-    kernels' modules, and an environment in which what the zygote imported is what the kernel would import.
+    kernels' modules, and an environment in which what the zygote imported is what the kernel would import,
+    on a machine without NVIDIA GPUs (a process forked after anything called into CUDA cannot use it, and no
+    GPU run has yet shown that nothing the zygote imports does: there, kernels start from scratch).
 
     >>> servable([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"], dict(os.environ, PYTHONNOUSERSITE="1"))
     True
     >>> servable(["/opt/other/python", "-m", "ipykernel_launcher"], dict(os.environ, PYTHONNOUSERSITE="1"))
     False
     """
-    return (len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" and cmd[2] in MODULES
+    return (not glob.glob(GPUS) and len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" and cmd[2] in MODULES
             and env.get("PYTHONNOUSERSITE") == "1" and all(env.get(k) == os.environ.get(k) for k in SAME))
 
 
