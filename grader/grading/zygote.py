@@ -126,8 +126,8 @@ def servable(cmd, env):
     on a machine without NVIDIA GPUs (a process forked after anything called into CUDA cannot use it, and no
     GPU run has yet shown that nothing the zygote imports does: there, kernels start from scratch).
 
-    >>> servable([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"], dict(os.environ, PYTHONNOUSERSITE="1")) \
-    ...     == (glob.glob(GPUS) == [])
+    >>> kernel, env = [sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"], dict(os.environ, PYTHONNOUSERSITE="1")
+    >>> servable(kernel, env) == (glob.glob(GPUS) == [])   # True here, False on a machine with GPUs
     True
     >>> servable(["/opt/other/python", "-m", "ipykernel_launcher"], dict(os.environ, PYTHONNOUSERSITE="1"))
     False
