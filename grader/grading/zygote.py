@@ -208,12 +208,12 @@ def serve(fd):
                     _child(json.loads(data), out, err, [control, wake, woken, reply, *kernels.values()], selector)
                 os.close(out)
                 os.close(err)
-                with _suppressed():
+                with contextlib.suppress(OSError):
                     reply.send(json.dumps({"pid": pid}).encode())
                 kernels[pid] = reply
                 selector.register(reply, selectors.EVENT_READ, pid)
             elif key.fileobj is wake:
-                with _suppressed():
+                with contextlib.suppress(OSError):
                     wake.recv(4096)
                 _reap(kernels, selector)
             else:  # a requester has gone (it sends nothing else): its kernel goes too
@@ -231,9 +231,9 @@ def _reap(kernels, selector):
             return
         reply = kernels.pop(pid, None)
         if reply is not None:
-            with _suppressed():
+            with contextlib.suppress(KeyError):  # unregistered already where its requester went first
                 selector.unregister(reply)
-            with _suppressed():
+            with contextlib.suppress(OSError):
                 reply.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
             reply.close()
 
@@ -259,16 +259,8 @@ def _kill_all(kernels):
     for pid in list(kernels):
         _kill_tree(pid)
     for pid in list(kernels):
-        with _suppressed():
+        with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
-
-
-class _suppressed:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *_):
-        return kind is not None and issubclass(kind, OSError)
 
 
 def _child(request, out, err, sockets, selector):
@@ -312,7 +304,7 @@ def _child(request, out, err, sockets, selector):
     except BaseException:
         traceback.print_exc()
     finally:
-        with _suppressed():
+        with contextlib.suppress(OSError):
             atexit._run_exitfuncs()  # as the interpreter's exit would: what the kernel registered
             sys.stdout.flush()
             sys.stderr.flush()

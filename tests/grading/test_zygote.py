@@ -133,3 +133,24 @@ def test_a_zygote_gone_means_kernels_from_scratch_and_a_line_in_the_log(tmp_path
     assert zygote.fork([sys.executable, "-m", "ipykernel_launcher", "--version"],
                        dict(os.environ, PYTHONNOUSERSITE="1"), tmp_path) is None
     assert "a kernel started without the zygote" in capfd.readouterr().err
+
+
+def test_the_zygote_serves_on_after_a_requester_goes_with_its_kernel_running(tmp_path, own_zygote):
+    # A worker stopped at its time-out (its end of the reply socket closed): its kernel is killed, and
+    # the kernels of the rest of the class, forked before or after, are untouched.
+    first, gone = kernel(tmp_path), kernel(tmp_path)
+    try:
+        pid = gone.provisioner.pid
+        gone.provisioner.process.reply.close()
+        end = time.monotonic() + 30
+        while alive(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not alive(pid)
+        after = kernel(tmp_path)
+        try:
+            assert isinstance(after.provisioner.process, zygote.Forked)
+            assert "4" in run(first, "print(2 + 2)") and "6" in run(after, "print(3 + 3)")
+        finally:
+            after.shutdown_kernel(now=True)
+    finally:
+        first.shutdown_kernel(now=True)
