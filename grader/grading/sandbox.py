@@ -284,7 +284,10 @@ def lock(connection_file=None, secrets=(), toolkit=None):
     >>> lock.__doc__.startswith("Apply both")
     True
     """
-    return confine_files(connection_file, secrets, toolkit) + deny_syscalls()
+    tasks = "/proc/self/task"
+    threads = len(os.listdir(tasks)) if os.path.isdir(tasks) else 1
+    extra = [f"{threads} threads at the lock: Landlock confines only the one that locks"] if threads > 1 else []
+    return extra + confine_files(connection_file, secrets, toolkit) + deny_syscalls()
 
 
 def grading_toolkit(withheld, into):
@@ -341,6 +344,10 @@ def main(argv):
         argv[argv.index("-f") + 1] = connection = moved
     for reason in left + lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
+    if "torch" in sys.modules:  # forked from the zygote: torch's threads, started now, are locked too
+        from grader.grading.zygote import match_threads
+
+        match_threads()
     if sys.path and sys.path[0] == os.getcwd():  # `python -m` puts the working directory first; the kernel has none
         del sys.path[0]
     if toolkit:  # the full toolkit, imported to start this module, gives way to the grading build

@@ -21,6 +21,7 @@ True
 >>> stop()   # this process's zygote ends
 """
 
+import array
 import atexit
 import contextlib
 import glob
@@ -32,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 from jupyter_client.provisioning import LocalProvisioner
@@ -47,12 +49,14 @@ GPUS = "/dev/nvidia[0-9]*"  # one node per NVIDIA GPU
 
 _control = None  # this process's end of the zygote's socket, once started here or in a parent
 _process = _owner = None  # the zygote (a Popen) and the process that started it
+_same = {}  # SAME's variables as the zygote was started with
 
 
 # ---- the requester's side ----
 
 class Forked:
-    """A kernel the zygote forked, with the part of ``subprocess.Popen`` jupyter_client uses."""
+    """A kernel the zygote forked, with the part of ``subprocess.Popen`` jupyter_client uses. Its exit
+    status comes over ``reply``; should the zygote go first, the kernel is watched by its pid."""
 
     stdin = stdout = stderr = None
 
@@ -60,24 +64,26 @@ class Forked:
         self.pid, self.reply, self.returncode = pid, reply, None
 
     def poll(self):
-        if self.returncode is None and _readable(self.reply, 0):
-            self._status()
+        if self.returncode is None and self.reply is not None and _readable(self.reply, 0):
+            data = self.reply.recv(MESSAGE)
+            self.reply.close()
+            self.reply = None
+            if data:
+                self.returncode = json.loads(data)["exit"]
+        if self.returncode is None and self.reply is None and not _alive(self.pid):
+            self.returncode = -signal.SIGKILL  # the zygote went first, and the kernel has gone since
         return self.returncode
 
     def wait(self, timeout=None):
-        if self.returncode is None:
-            if not _readable(self.reply, timeout):
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() >= end:
                 raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
-            self._status()
+            time.sleep(0.05)
         return self.returncode
 
-    def _status(self):
-        data = self.reply.recv(MESSAGE)
-        self.returncode = json.loads(data)["exit"] if data else -signal.SIGKILL  # no word: the zygote is gone
-        self.reply.close()
-
     def send_signal(self, signum):
-        if self.returncode is None:
+        if self.poll() is None:  # never to a pid the zygote has reaped, which another process may now hold
             os.kill(self.pid, signum)
 
     def terminate(self):
@@ -93,6 +99,19 @@ def _readable(sock, timeout):
         return bool(selector.select(timeout))
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's (the answer's user): it exists
+        pass
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
 def start():
     """Start a zygote for this process and the processes it forks from now on, which inherit its
     socket; it ends when they all have closed it (:func:`stop`, or their exit). For example, before
@@ -103,6 +122,7 @@ def start():
         _process = subprocess.Popen([sys.executable, "-s", "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()],
                                     stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONNOUSERSITE="1"))
     _control, _owner = ours, os.getpid()
+    _same.update((k, os.environ.get(k)) for k in SAME)
     return ours
 
 
@@ -115,8 +135,11 @@ def stop(timeout=30):
         _control.close()
         _control = None
     if _process is not None and _owner == os.getpid():  # not in a forked worker: the zygote is not its child
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             _process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _process.kill()
+            _process.wait()
     _process = None
 
 
@@ -133,7 +156,7 @@ def servable(cmd, env):
     False
     """
     return (not glob.glob(GPUS) and len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" and cmd[2] in MODULES
-            and env.get("PYTHONNOUSERSITE") == "1" and all(env.get(k) == os.environ.get(k) for k in SAME))
+            and env.get("PYTHONNOUSERSITE") == "1" and all(env.get(k) == _same.get(k, os.environ.get(k)) for k in SAME))
 
 
 def fork(cmd, env, cwd):
@@ -147,9 +170,11 @@ def fork(cmd, env, cwd):
         with given:
             request = {"argv": cmd, "env": env, "cwd": str(cwd), "cores": sorted(os.sched_getaffinity(0))}
             socket.send_fds(control, [json.dumps(request).encode()], [given.fileno(), 1, 2])
+        reply.settimeout(60)  # a zygote stopped (SIGSTOP) or gone does not hold the grading up
         answer = json.loads(reply.recv(MESSAGE) or b'{"error": "the zygote is gone"}')
-    except OSError as error:
-        answer = {"error": str(error)}
+        reply.settimeout(None)
+    except OSError as error:  # a time-out among them
+        answer = {"error": str(error) or type(error).__name__}
     if "pid" not in answer:
         print(f"Grading: a kernel started without the zygote ({answer['error']})", file=sys.stderr, flush=True)
         return None
@@ -168,17 +193,24 @@ class ForkedProvisioner(LocalProvisioner):
         self.cwd = kwargs.get("cwd")
         return self.connection_info
 
+    async def send_signal(self, signum):
+        if isinstance(self.process, Forked) and self.process.poll() is not None:
+            return  # its process group is gone, and its number may be another kernel's by now
+        await super().send_signal(signum)
+
 
 # ---- the zygote ----
 
 def serve(fd):
     """The zygote: import what every kernel imports, then fork a kernel per request on the socket ``fd``
-    until every requester has closed it."""
+    until every requester has closed it. A request is read into one buffer, parsed only by the child
+    it is for, and zeroed here after the fork: no kernel holds another's request (its folders, its
+    student's name)."""
+    if sys.path and sys.path[0] == os.getcwd():  # `-m` put the zygote's working directory first
+        del sys.path[0]
     for module in PRELOAD:
         with contextlib.suppress(ImportError):  # a torch without distributed: the kernels import less
             __import__(module)
-    if sys.path and sys.path[0] == os.getcwd():  # `-m` put the zygote's working directory first
-        del sys.path[0]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the requesters
     control = socket.socket(fileno=fd)
     wake, woken = socket.socketpair()
@@ -190,28 +222,18 @@ def serve(fd):
     selector.register(control, selectors.EVENT_READ)
     selector.register(wake, selectors.EVENT_READ)
     kernels = {}  # pid: its reply socket
+    buffer = bytearray(MESSAGE)
     while True:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    data, fds, _, _ = socket.recv_fds(control, MESSAGE, 3)
+                    size, ancillary, _, _ = control.recvmsg_into([buffer], socket.CMSG_SPACE(3 * 4))
                 except OSError:
-                    data, fds = b"", []
-                if not data:  # every requester has gone
+                    continue
+                if not size:  # every requester has gone
                     _kill_all(kernels)
                     return
-                reply, out, err = socket.socket(fileno=fds[0]), fds[1], fds[2]
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:
-                    _child(json.loads(data), out, err, [control, wake, woken, reply, *kernels.values()], selector)
-                os.close(out)
-                os.close(err)
-                with contextlib.suppress(OSError):
-                    reply.send(json.dumps({"pid": pid}).encode())
-                kernels[pid] = reply
-                selector.register(reply, selectors.EVENT_READ, pid)
+                _serve(buffer, size, _fds(ancillary), control, (wake, woken), selector, kernels)
             elif key.fileobj is wake:
                 with contextlib.suppress(OSError):
                     wake.recv(4096)
@@ -219,6 +241,42 @@ def serve(fd):
             else:  # a requester has gone (it sends nothing else): its kernel goes too
                 selector.unregister(key.fileobj)
                 _kill_tree(key.data)
+
+
+def _fds(ancillary):
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return list(fds)
+
+
+def _serve(buffer, size, fds, control, wakeup, selector, kernels):
+    """Fork the kernel a request asks for; a request without its three descriptors, or a fork that
+    fails, is answered with an error (the requester then starts the kernel itself)."""
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return
+    reply, out, err = socket.socket(fileno=fds[0]), fds[1], fds[2]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        pid, failed = None, str(error)
+    if pid == 0:
+        _child(bytes(buffer[:size]), out, err, [control, *wakeup, reply, *kernels.values()], selector)
+    buffer[:size] = bytes(size)
+    os.close(out)
+    os.close(err)
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"pid": pid} if pid else {"error": failed}).encode())
+    if pid is None:
+        reply.close()
+        return
+    kernels[pid] = reply
+    selector.register(reply, selectors.EVENT_READ, pid)
 
 
 def _reap(kernels, selector):
@@ -263,11 +321,12 @@ def _kill_all(kernels):
             os.waitpid(pid, 0)
 
 
-def _child(request, out, err, sockets, selector):
+def _child(raw, out, err, sockets, selector):
     """In the forked kernel: leave the zygote behind (its sockets closed, its signal handling undone),
     take the request's place, then run the kernel's module as ``python -m`` does; never returns."""
     code = 1
     try:
+        request = json.loads(raw)
         os.setsid()
         selector.close()
         for sock in sockets:
@@ -286,13 +345,13 @@ def _child(request, out, err, sockets, selector):
         os.sched_setaffinity(0, request["cores"])
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"], JPY_PARENT_PID=str(os.getppid()))  # the kernel ends if the zygote does
+        os.environ.update(request["env"])
         tempfile.tempdir = None  # found again, from the kernel's TMPDIR
-        import torch
-
-        threads = os.environ.get("OMP_NUM_THREADS", "")
-        torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else len(request["cores"]))
         module, args = request["argv"][2], request["argv"][3:]
+        # The kernel ends if the zygote does (ipykernel read JPY_PARENT_PID when the zygote imported it).
+        args.append(f"--IPKernelApp.parent_handle={os.getppid()}")
+        if module != "grader.grading.sandbox":  # the sandbox does it once locked, so that every thread is locked
+            match_threads()
         sys.path.insert(0, os.getcwd())  # as `python -m` has it
         sys.argv = [module, *args]
         import runpy
@@ -309,6 +368,16 @@ def _child(request, out, err, sockets, selector):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def match_threads():
+    """Give torch, where the zygote imported it, the threads a process starting now would take:
+    ``OMP_NUM_THREADS``, or one per core of its affinity (torch read the variable when the zygote
+    imported it). Threads started here are the intra-op pool's."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else len(os.sched_getaffinity(0)))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,25 @@ def test_a_forked_kernel_is_the_kernel_it_was_asked_for_and_holds_nothing_of_the
         scratch.shutdown_kernel(now=True)
 
 
+def test_a_forked_answer_kernel_is_locked_with_one_thread_and_then_takes_its_threads(tmp_path, own_zygote, capfd):
+    # Landlock confines the thread that locks and the threads started after; torch's thread pool, which the
+    # zygote's torch would start at set_num_threads, starts only once the sandbox has locked.
+    km = KernelManager(kernel_name="python3")
+    km.kernel_spec.argv[km.kernel_spec.argv.index("ipykernel_launcher")] = "grader.grading.sandbox"
+    km.provisioner = zygote.ForkedProvisioner(kernel_id="answers", kernel_spec=km.kernel_spec, parent=km)
+    folders = {name: tmp_path / name for name in ("HOME", "IPYTHONDIR", "TMPDIR")}
+    for folder in folders.values():
+        folder.mkdir()
+    km.start_kernel(cwd=str(tmp_path), env=dict(os.environ, PYTHONNOUSERSITE="1", OMP_NUM_THREADS="2",
+                                                **{k: str(v) for k, v in folders.items()}))
+    try:
+        assert isinstance(km.provisioner.process, zygote.Forked)
+        assert run(km, "import torch; print(torch.get_num_threads())").strip() == "2"
+    finally:
+        km.shutdown_kernel(now=True)
+    assert "threads at the lock" not in capfd.readouterr().err
+
+
 def test_a_kernel_whose_requester_is_killed_goes_with_it_and_so_does_the_zygote(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
