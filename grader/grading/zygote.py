@@ -177,6 +177,7 @@ def fork(cmd, env, cwd):
         answer = {"error": str(error) or type(error).__name__}
     if "pid" not in answer:
         print(f"Grading: a kernel started without the zygote ({answer['error']})", file=sys.stderr, flush=True)
+        stop(timeout=0)  # the next kernel asks a fresh zygote
         return None
     return Forked(answer["pid"], reply)
 

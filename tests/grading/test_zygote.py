@@ -145,13 +145,15 @@ def test_what_the_zygote_cannot_serve_is_started_from_scratch(tmp_path, own_zygo
         km.shutdown_kernel(now=True)
 
 
-def test_a_zygote_gone_means_kernels_from_scratch_and_a_line_in_the_log(tmp_path, own_zygote, capfd):
+def test_a_zygote_gone_means_one_kernel_from_scratch_a_line_in_the_log_and_a_fresh_zygote(tmp_path, own_zygote, capfd):
     zygote.start()
     zygote._process.kill()
     zygote._process.wait()
     assert zygote.fork([sys.executable, "-m", "ipykernel_launcher", "--version"],
                        dict(os.environ, PYTHONNOUSERSITE="1"), tmp_path) is None
     assert "a kernel started without the zygote" in capfd.readouterr().err
+    again = zygote.fork([sys.executable, "-m", "ipykernel_launcher", "--version"], dict(os.environ, PYTHONNOUSERSITE="1"), tmp_path)
+    assert again is not None and again.wait(timeout=60) == 0  # a fresh zygote serves the next one
 
 
 def test_the_zygote_serves_on_after_a_requester_goes_with_its_kernel_running(tmp_path, own_zygote):
