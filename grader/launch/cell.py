@@ -128,10 +128,8 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "elastic")))
     run = _Run(run_dir, nprocs, show_output)
     agent_error = []
-    # Set by the agent's thread as it ends, and polled between sleeps: not Thread.is_alive() (an interrupted
-    # join() can mark a live thread stopped), nor an Event (a KeyboardInterrupt inside Event.wait() can leave
-    # its lock held, and the agent's set() and this thread's next wait() then block for good).
-    agent_done = []
+    # An Event, not Thread.is_alive(): an interrupted join() can mark a live thread stopped.
+    agent_done = threading.Event()
 
     def agent():
         try:
@@ -139,7 +137,7 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
         except BaseException as e:  # reported below, from the caller's thread
             agent_error.append(e)
         finally:
-            agent_done.append(True)
+            agent_done.set()
 
     thread = threading.Thread(target=agent, name="elastic-agent", daemon=True)
     # ``timeout`` counts from the moment every rank runs: starting them (a second when
@@ -149,8 +147,7 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
     with _quiet_elastic_logs():
         try:
             thread.start()
-            while not agent_done:
-                time.sleep(0.05)
+            while not agent_done.wait(0.05):
                 run.show_new_output()
                 if not started and len(run.pids()) == nprocs:
                     started, deadline = True, time.monotonic() + timeout
@@ -166,9 +163,9 @@ def launch(fn, *args, nprocs=None, backend=None, timeout=60, threads_per_rank=No
             # Until the agent is gone, stop any rank still running, including ranks that
             # were still starting when the run was interrupted.
             end = time.monotonic() + 30
-            while not agent_done and time.monotonic() < end:
+            while not agent_done.is_set() and time.monotonic() < end:
                 run.stop()
-                time.sleep(0.1)
+                agent_done.wait(0.1)
             try:
                 run.show_new_output(final=True)
                 run.close_progress()
