@@ -344,7 +344,12 @@ class _Watch(TorchDispatchMode):
 
     def gathered(self):
         """Bytes of the parameters registered in place of the shards, and of the all-gathers in flight."""
-        storages = {s.data_ptr(): s.nbytes() for s in self.storages() if s.data_ptr() not in self.shards}
+        # Sampled after every operation: a slot still holding its DTensor holds the shard, so only the
+        # others are read (a DTensor's to_local() would pass through both dispatch modes, every time).
+        dtensor = loaded_type("torch.distributed.tensor", "DTensor")
+        whole = (p for p in (getattr(module, name) for module, name in self.slots) if not isinstance(p, dtensor))
+        storages = {s.data_ptr(): s.nbytes() for s in (p.untyped_storage() for p in whole)
+                    if s.data_ptr() not in self.shards}
         self.unsharded = self.unsharded or bool(storages)
         for t in (ref() for ref in self.in_flight):
             if t is not None:
