@@ -334,22 +334,21 @@ class _Watch(TorchDispatchMode):
                                     if placement.is_shard()) for p in (getattr(m, name) for m, name in self.slots)),
                          default=1)
         self.fsdp = any(_is_fsdp(m) for m in model.modules())
-        self.shards = {storage.data_ptr() for storage in self.storages()}
+        self.sharded = [getattr(module, name) for module, name in self.slots]  # the DTensors registered now
+        with torch.no_grad():  # a DTensor's local tensor, without a view for autograd
+            self.shards = {_local(p).untyped_storage().data_ptr() for p in self.sharded}
         self.in_flight = []  # weak references to the outputs of all-gathers not yet copied out
         self.unsharded = False  # whether a parameter was seen registered in place of its shard
 
-    def storages(self):
-        with torch.no_grad():  # a DTensor's local tensor, without a view for autograd
-            return [_local(getattr(module, name)).untyped_storage() for module, name in self.slots]
-
     def gathered(self):
         """Bytes of the parameters registered in place of the shards, and of the all-gathers in flight."""
-        # Sampled after every operation: a slot still holding its DTensor holds the shard, so only the
-        # others are read (a DTensor's to_local() would pass through both dispatch modes, every time).
-        dtensor = loaded_type("torch.distributed.tensor", "DTensor")
-        whole = (p for p in (getattr(module, name) for module, name in self.slots) if not isinstance(p, dtensor))
-        storages = {s.data_ptr(): s.nbytes() for s in (p.untyped_storage() for p in whole)
-                    if s.data_ptr() not in self.shards}
+        # Sampled after every operation: a slot still holding the DTensor it held at the start holds the
+        # shard, so only the others are read (to_local() passes through both dispatch modes, every time).
+        now = (getattr(module, name) for module, name in self.slots)
+        with torch.no_grad():
+            storages = {s.data_ptr(): s.nbytes() for s in (_local(p).untyped_storage()
+                                                             for p, shard in zip(now, self.sharded) if p is not shard)
+                        if s.data_ptr() not in self.shards}
         self.unsharded = self.unsharded or bool(storages)
         for t in (ref() for ref in self.in_flight):
             if t is not None:
