@@ -1085,8 +1085,9 @@ class IsolatedExecute(Execute):
 
         kernel = "grader" if self.grader_kernel is False else "answers"
         # Not the learner's progress file either: a graded notebook's review widgets keep theirs in the room.
+        # Nor the shell's PWD (where autograde was started: the course directory), which names no folder of the kernel's.
         env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS")}
+               if k not in ("PYTHONSTARTUP", "PYTHONUSERBASE", "JUPYTER_CONFIG_DIR", "COURSE_PROGRESS", "PWD", "OLDPWD")}
         room = self.room / kernel
         env.update(HOME=str(room / "home"), IPYTHONDIR=str(room / "ipython"), TMPDIR=str(room / "tmp"), PYTHONNOUSERSITE="1",
                    **{fairness.GRADING: "1"})

@@ -6,8 +6,9 @@ starts that kernel as ``python -m grader.grading.sandbox -f CONNECTION_FILE``: t
 process while it still has one thread, then runs IPython's kernel in it, so every thread and
 child inherits the lock. Two mechanisms of Linux:
 
-- **Landlock** (:func:`confine_files`), files: write only in the kernel's own folders (working
-  directory, ``HOME``, IPython directory, temporary folder) and a few devices; read only those,
+- **Landlock** (:func:`confine_files`), files: write, and create, delete, rename or link entries,
+  only in the kernel's own folders (working directory, ``HOME``, IPython directory, temporary
+  folder) and a few devices; read only those,
   the Python environment (its libraries and the ``grader`` package), the system's libraries and
   settings (``/usr/lib``, ``/etc``, ...), ``/proc``, ``/sys`` and the connection file. Never the
   course directory (gradebook, source notebooks, other students' submissions), the exchange or
@@ -60,6 +61,13 @@ TOOLKIT = "COURSE_GRADING_TOOLKIT"  # where the grading build of the toolkit goe
 # ---- Landlock ----
 LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
 READ_FILE, WRITE_FILE, READ_DIR, TRUNCATE = 1 << 2, 1 << 1, 1 << 3, 1 << 14
+# What changes a folder's entries: removing, making (folders, files, sockets, pipes, links) and, from
+# ABI 2, renaming or linking across folders. Handled too, or a confined process could delete, move or
+# create entries wherever its user may (a gradebook, a course's folders), though it can write no file there.
+REMOVE_DIR, REMOVE_FILE, MAKE_DIR, MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_SYM, REFER = (
+    1 << 4, 1 << 5, 1 << 7, 1 << 8, 1 << 9, 1 << 10, 1 << 12, 1 << 13)
+MAKE_CHAR, MAKE_BLOCK = 1 << 6, 1 << 11  # device nodes: handled, allowed nowhere
+ENTRIES = REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 PATH_BENEATH, NO_NEW_PRIVS = 1, 38
 # Under /dev, what a kernel and its ranks use: streams, terminals, shared memory and the GPUs.
@@ -148,9 +156,9 @@ def confine_files(connection_file=None, secrets=(), toolkit=None):
         return [f"Landlock unavailable ({os.strerror(ctypes.get_errno())}): answers may read any file and write "
                 "their own process's memory through /proc"]
     left = []
-    write = WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
+    write = WRITE_FILE | ENTRIES | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
     read = READ_FILE | READ_DIR
-    files = write | read
+    files = write | read | MAKE_CHAR | MAKE_BLOCK
     if glob.glob(GPUS):
         # Seen on an H200: cuInit returns 304 (an "OS call failed") under these rules, GPU devices allowed.
         files = 0
@@ -169,7 +177,8 @@ def confine_files(connection_file=None, secrets=(), toolkit=None):
     if ruleset < 0:
         return [f"Landlock unavailable: {os.strerror(ctypes.get_errno())}"]
     try:
-        rules = [(place, write | read) for place in writable_paths()] + \
+        # /dev/shm, which every process on the machine shares: its entries (random names) are not listed.
+        rules = [(place, write | read if place != "/dev/shm" else write | READ_FILE) for place in writable_paths()] + \
                 [(place, read) for place in readable_paths(connection_file, toolkit)] if files else []
         for place, rights in rules:
             holds = [s for s in secrets if _beneath(s, place)]

@@ -591,6 +591,11 @@ attempt("write own memory", lambda: open(pathlib.Path("/", "proc", "self", "mem"
 attempt("plant a module", lambda: open(pathlib.Path(sysconfig.get_paths()["purelib"], "planted.py"), "w"))
 attempt("read the gradebook", lambda: open({str(course / "gradebook.db")!r}).read())
 attempt("list the course", lambda: os.listdir({str(course / "source")!r}))
+# what no file's content is needed for: the gradebook deleted, the course's folders moved, entries made
+attempt("delete the gradebook", lambda: os.remove({str(course / "gradebook.db")!r}))
+attempt("move the course's sources", lambda: os.rename({str(course / "source")!r}, {str(course / "moved")!r}))
+attempt("make a folder in the course", lambda: os.mkdir({str(course / "source" / "release")!r}))
+attempt("link into the course", lambda: os.symlink("/etc/hostname", {str(course / "source" / "link")!r}))
 attempt("list the instructor's home", lambda: os.listdir({os.path.expanduser("~")!r}))
 attempt("signal nbgrader", lambda: os.kill(os.getppid(), 0))
 libc = ctypes.CDLL(None, use_errno=True)
@@ -605,9 +610,13 @@ print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().s
     execute.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     assert [o.get("text", o.get("evalue")) for o in nb.cells[0].outputs] == [
         "write own memory PermissionError\nplant a module PermissionError\nread the gradebook PermissionError\n"
-        "list the course PermissionError\nlist the instructor's home PermissionError\nsignal nbgrader PermissionError\n"
+        "list the course PermissionError\ndelete the gradebook PermissionError\nmove the course's sources PermissionError\n"
+        "make a folder in the course PermissionError\nlink into the course PermissionError\n"
+        "list the instructor's home PermissionError\nsignal nbgrader PermissionError\n"
         "ptrace -1 Operation not permitted\nprocess_vm_writev -1 Operation not permitted\n"
         "an answer's own file Name:\n"]
+    assert sorted(p.name for p in course.rglob("*")) == ["gradebook.db", "source"]
+    assert (course / "gradebook.db").read_text() == "the hidden tests' inputs"
 
 
 def test_with_gpus_the_sandbox_leaves_files_open_says_so_and_still_keeps_other_processes_out():
