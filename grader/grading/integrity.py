@@ -1073,6 +1073,8 @@ class IsolatedExecute(Execute):
             return km
         if "ipykernel_launcher" in argv:
             argv[argv.index("ipykernel_launcher")] = "grader.grading.sandbox"
+            # Channels over Unix sockets in its own folder, so that the sandbox can give it a network of its own.
+            km.transport, km.ip, km.cache_ports = "ipc", str(self.room / "answers" / "tmp" / "kernel"), False
         else:
             self.log.warning("Grading sandbox: kernel %s does not start ipykernel_launcher (%s); it runs unconfined",
                              km.kernel_name, argv)

@@ -4,7 +4,7 @@ Code in an answer cell runs in the grading kernel, and so does every process it 
 ranks of a measurement, a script run through ``torchrun``). :class:`grader.grading.integrity.IsolatedExecute`
 starts that kernel as ``python -m grader.grading.sandbox -f CONNECTION_FILE``: this module locks the
 process while it still has one thread, then runs IPython's kernel in it, so every thread and
-child inherits the lock. Two mechanisms of Linux:
+child inherits the lock. Three mechanisms of Linux:
 
 - **Landlock** (:func:`confine_files`), files: write, and create, delete, rename or link entries,
   only in the kernel's own folders (working directory, ``HOME``, IPython directory, temporary
@@ -19,6 +19,11 @@ child inherits the lock. Two mechanisms of Linux:
 - **seccomp** (:func:`deny_syscalls`), for every thread: no ``ptrace``, ``process_vm_readv`` or
   ``process_vm_writev``, ``perf_event_open``, so not even a rank can read or write the kernel
   that started it; ``no_new_privs`` first, so no set-uid program regains anything.
+
+- **A network of its own** (:func:`isolate_network`): a Linux network namespace whose only
+  interface is its own loopback, where the kernel's ranks meet; nothing on the machine's loopback
+  (other kernels, Jupyter's servers) or beyond it is reachable. The kernel's channels are then
+  Unix sockets in its temporary folder (autograde starts it with Jupyter's ``ipc`` transport).
 
 Where autograde runs as root and is given a user (``c.IsolatedExecute.answer_user``, passed as
 ``COURSE_ANSWER_USER``), the kernel first becomes that user (:func:`become`): its own folders
@@ -79,6 +84,11 @@ GPUS = "/dev/nvidia[0-9]*"  # one node per GPU this machine shows the kernel
 SYSTEM = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/bin", "/usr/sbin", "/usr/share", "/usr/local/lib",
           "/usr/local/bin", "/usr/local/cuda*", "/usr/local/nvidia", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc",
           "/proc", "/sys", "/run/nvidia-persistenced")
+
+# ---- the network ----
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+IFREQ = "16sH22x"  # struct ifreq: the interface's name, then its flags
 
 # ---- seccomp ----
 # System calls that reach another process's memory or trace it: refused with EPERM.
@@ -233,6 +243,53 @@ def deny_syscalls():
     return []
 
 
+def isolate_network(connection_file=None):
+    """Give this process (and all it starts) a network of its own: a new network namespace, its
+    loopback up, nothing else in it. Returns what was left open.
+
+    Only where the kernel's channels are Unix sockets (``"transport": "ipc"`` in its connection
+    file), which need no network; over TCP the kernel must keep the machine's loopback. As root
+    the namespace is the kernel's alone; any other user makes a user namespace for it first (its
+    own user and group mapped to themselves), where the machine allows that. NCCL, which looks
+    for an interface to meet on, is told the loopback (``NCCL_SOCKET_IFNAME=lo``) unless told
+    another.
+
+    >>> isolate_network()   # no connection file: TCP, the machine's network kept
+    ["network: the kernel's channels are TCP, so it keeps the machine's network: answers may connect to any address it reaches"]
+    """
+    import fcntl
+    import socket
+
+    transport = "tcp"
+    if connection_file:
+        try:
+            with open(connection_file) as f:
+                transport = json.load(f).get("transport", "tcp")
+        except (OSError, ValueError):
+            pass
+    if transport != "ipc":
+        return ["network: the kernel's channels are TCP, so it keeps the machine's network: answers may connect to "
+                "any address it reaches"]
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
+    libc = _libc()
+    if libc.unshare(ctypes.c_int(flags)) != 0:
+        return [f"network not isolated ({os.strerror(ctypes.get_errno())}): answers may connect to any address "
+                "the machine reaches"]
+    try:
+        if flags & CLONE_NEWUSER:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            now = struct.unpack(IFREQ, fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", now | IFF_UP))
+    except OSError as error:
+        return [f"network isolated, but its loopback is not up ({error}): ranks cannot meet"]
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    return []
+
+
 def become(user, connection_file=None):
     """Run this process as ``user`` from now on (autograde runs as root): its own folders (see
     :func:`writable_paths`) are given to that user first, and the connection file copied into its
@@ -348,10 +405,11 @@ def main(argv):
     if withheld:
         toolkit = grading_toolkit(withheld, os.environ.pop(TOOLKIT))
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [toolkit, os.environ.get("PYTHONPATH")]))
+    isolated = isolate_network(connection)  # before become(): as root, the namespace needs root's rights
     moved, left = become(os.environ.pop(USER, ""), connection)
     if moved != connection:
         argv[argv.index("-f") + 1] = connection = moved
-    for reason in left + lock(connection, secrets, toolkit):
+    for reason in isolated + left + lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
     if "torch" in sys.modules:  # forked from the zygote: torch's threads, started now, are locked too
         from grader.grading.zygote import match_threads

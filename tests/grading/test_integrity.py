@@ -7,6 +7,7 @@ to manual grading with the reason; right answers, however written, keep every ma
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -556,8 +557,11 @@ print("process_vm_writev", libc.syscall(311, os.getppid(), iov, 1, iov, 1, 0), o
 
 def needs_the_whole_sandbox():
     """Skip, with what is missing, where this machine lacks a mechanism of the sandbox."""
-    locked = subprocess.run([sys.executable, "-c", "from grader.grading import sandbox; print(sandbox.lock())"],
-                            capture_output=True, text=True).stdout.strip()
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as connection:  # a kernel whose channels are Unix sockets
+        connection.write('{"transport": "ipc"}')
+        connection.flush()
+        code = f"from grader.grading import sandbox; print(sandbox.isolate_network({connection.name!r}) + sandbox.lock())"
+        locked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
     if locked != "[]":
         pytest.skip(f"this machine lacks a mechanism of the sandbox: {locked}")
 
@@ -571,11 +575,12 @@ def test_the_course_config_loads_without_torch():
 
 def test_a_graded_kernel_writes_only_its_own_files_reads_no_course_file_and_reaches_no_other_process(tmp_path):
     needs_the_whole_sandbox()
+    listener = socket.create_server(("127.0.0.1", 0))  # a server on the machine's loopback, as Jupyter's are
     course = tmp_path / "course"
     (course / "source").mkdir(parents=True)
     (course / "gradebook.db").write_text("the hidden tests' inputs")
     code = f"""
-import ctypes, os, pathlib, subprocess, sys, sysconfig
+import ctypes, errno, os, pathlib, socket, subprocess, sys, sysconfig
 
 
 def attempt(what, action):
@@ -601,6 +606,14 @@ attempt("signal nbgrader", lambda: os.kill(os.getppid(), 0))
 libc = ctypes.CDLL(None, use_errno=True)
 print("ptrace", libc.syscall(101, 0, 0, 0, 0), os.strerror(ctypes.get_errno()))  # PTRACE_TRACEME
 print(subprocess.run([sys.executable, "-c", {CHILD_WRITES_THE_KERNEL!r}], capture_output=True, text=True).stdout, end="")
+for where, address in (("the machine's loopback", {listener.getsockname()!r}), ("beyond", ("10.255.255.1", 9))):
+    try:
+        socket.create_connection(address, timeout=5).close()
+        print("reach", where, "done")
+    except OSError as error:
+        print("reach", where, errno.errorcode.get(error.errno, error))
+own = socket.create_server(("127.0.0.1", 0))  # where its ranks meet
+socket.create_connection(own.getsockname(), timeout=5).close()
 pathlib.Path("answer.txt").write_text("an answer's own file")
 print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().split()[0])
 """
@@ -614,9 +627,45 @@ print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().s
         "make a folder in the course PermissionError\nlink into the course PermissionError\n"
         "list the instructor's home PermissionError\nsignal nbgrader PermissionError\n"
         "ptrace -1 Operation not permitted\nprocess_vm_writev -1 Operation not permitted\n"
-        "an answer's own file Name:\n"]
+        "reach the machine's loopback ECONNREFUSED\nreach beyond ENETUNREACH\nan answer's own file Name:\n"]
+    listener.close()
     assert sorted(p.name for p in course.rglob("*")) == ["gradebook.db", "source"]
     assert (course / "gradebook.db").read_text() == "the hidden tests' inputs"
+
+
+OWN_NETWORK = """import encodings.idna, errno, fcntl, json, os, socket, sys, tempfile
+from grader.grading import sandbox
+if len(sys.argv) > 2:  # become that user now, everything imported (it may not reach this Python's files)
+    os.setgroups([])
+    os.setgid(int(sys.argv[2]))
+    os.setuid(int(sys.argv[2]))
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: its /proc/self its own, as if it had started as that user
+connection = os.path.join(tempfile.mkdtemp(), "kernel.json")
+with open(connection, "w") as f:
+    json.dump({"transport": "ipc"}, f)
+print(sandbox.isolate_network(connection), os.environ["NCCL_SOCKET_IFNAME"])
+own = socket.create_server(("127.0.0.1", 0))
+socket.create_connection(own.getsockname(), timeout=5).close()
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+except OSError as error:
+    print(errno.errorcode[error.errno], os.getuid())
+"""
+
+
+def test_a_kernel_of_root_or_of_another_user_gets_a_network_of_its_own():
+    """Root's kernel gets a network namespace; another user's, a user namespace first (a hub's
+    instructor, or ``answer_user``'s kernel): in both, its own loopback and nothing of the machine's."""
+    needs_the_whole_sandbox()
+    listener = socket.create_server(("127.0.0.1", 0))
+    users = [os.geteuid()] + ([65534] if os.geteuid() == 0 else [])  # as root, nobody's kernel too
+    for uid in users:
+        become = [str(uid)] if uid != os.geteuid() else []
+        out = subprocess.run([sys.executable, "-c", OWN_NETWORK, str(listener.getsockname()[1]), *become],
+                             capture_output=True, text=True)
+        assert out.stdout.splitlines() == ["[] lo", f"ECONNREFUSED {uid}"], out.stdout + out.stderr
+    listener.close()
 
 
 def test_with_gpus_the_sandbox_leaves_files_open_says_so_and_still_keeps_other_processes_out():
