@@ -24,6 +24,8 @@ child inherits the lock. Three mechanisms of Linux:
   interface is its own loopback, where the kernel's ranks meet; nothing on the machine's loopback
   (other kernels, Jupyter's servers) or beyond it is reachable. The kernel's channels are then
   Unix sockets in its temporary folder (autograde starts it with Jupyter's ``ipc`` transport).
+  No capability is left to it (:func:`drop_capabilities`), so a kernel run as root cannot move a
+  network device out of that namespace, load a kernel module or do anything else root's rights allow.
 
 Where autograde runs as root and is given a user (``c.IsolatedExecute.answer_user``, passed as
 ``COURSE_ANSWER_USER``), the kernel first becomes that user (:func:`become`): its own folders
@@ -89,6 +91,9 @@ SYSTEM = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/bin", "/
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 IFREQ = "16sH22x"  # struct ifreq: the interface's name, then its flags
+
+# ---- capabilities ----
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAPABILITY_VERSION_3 = 24, 47, 4, 0x20080522
 
 # ---- seccomp ----
 # System calls that reach another process's memory or trace it: refused with EPERM.
@@ -290,6 +295,30 @@ def isolate_network(connection_file=None):
     return []
 
 
+def drop_capabilities():
+    """Leave this process (and all it starts) no capability: none held, none to be had again (the
+    bounding set emptied). Autograde as root without ``answer_user`` would otherwise hand the answer
+    root's: loading kernel modules, or moving a network device into the machine's namespace.
+    Returns what was left open.
+
+    >>> drop_capabilities.__doc__.startswith("Leave this process")
+    True
+    """
+    libc = _libc()
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # refused without CAP_SETPCAP: then there was nothing to drop
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("Ii", CAPABILITY_VERSION_3, 0)
+    if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(bytes(24))) != 0:  # effective, permitted, inheritable: none
+        return [f"capabilities kept ({os.strerror(ctypes.get_errno())}): a kernel run as root keeps root's"]
+    return []
+
+
 def become(user, connection_file=None):
     """Run this process as ``user`` from now on (autograde runs as root): its own folders (see
     :func:`writable_paths`) are given to that user first, and the connection file copied into its
@@ -409,7 +438,7 @@ def main(argv):
     moved, left = become(os.environ.pop(USER, ""), connection)
     if moved != connection:
         argv[argv.index("-f") + 1] = connection = moved
-    for reason in isolated + left + lock(connection, secrets, toolkit):
+    for reason in isolated + left + drop_capabilities() + lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
     if "torch" in sys.modules:  # forked from the zygote: torch's threads, started now, are locked too
         from grader.grading.zygote import match_threads

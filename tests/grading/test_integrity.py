@@ -614,6 +614,8 @@ for where, address in (("the machine's loopback", {listener.getsockname()!r}), (
         print("reach", where, errno.errorcode.get(error.errno, error))
 own = socket.create_server(("127.0.0.1", 0))  # where its ranks meet
 socket.create_connection(own.getsockname(), timeout=5).close()
+status = open("/proc/self/status").read()  # root's capabilities (a module loaded, a device moved out): none
+print("capabilities", *(status.split(kind + ":")[1].split()[0] for kind in ("CapEff", "CapPrm", "CapBnd")))
 pathlib.Path("answer.txt").write_text("an answer's own file")
 print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().split()[0])
 """
@@ -627,7 +629,8 @@ print(pathlib.Path("answer.txt").read_text(), open("/proc/self/status").read().s
         "make a folder in the course PermissionError\nlink into the course PermissionError\n"
         "list the instructor's home PermissionError\nsignal nbgrader PermissionError\n"
         "ptrace -1 Operation not permitted\nprocess_vm_writev -1 Operation not permitted\n"
-        "reach the machine's loopback ECONNREFUSED\nreach beyond ENETUNREACH\nan answer's own file Name:\n"]
+        "reach the machine's loopback ECONNREFUSED\nreach beyond ENETUNREACH\n"
+        "capabilities 0000000000000000 0000000000000000 0000000000000000\nan answer's own file Name:\n"]
     listener.close()
     assert sorted(p.name for p in course.rglob("*")) == ["gradebook.db", "source"]
     assert (course / "gradebook.db").read_text() == "the hidden tests' inputs"
