@@ -658,8 +658,8 @@ except OSError as error:
 
 
 def test_a_kernel_of_root_or_of_another_user_gets_a_network_of_its_own():
-    """Root's kernel gets a network namespace; another user's, a user namespace first (a hub's
-    instructor, or ``answer_user``'s kernel): in both, its own loopback and nothing of the machine's."""
+    """Root's kernel gets a network namespace; another user's (autograde run by a hub's instructor), a user
+    namespace first: in both, its own loopback and nothing of the machine's."""
     needs_the_whole_sandbox()
     listener = socket.create_server(("127.0.0.1", 0))
     users = [os.geteuid()] + ([65534] if os.geteuid() == 0 else [])  # as root, nobody's kernel too
