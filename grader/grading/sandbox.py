@@ -301,8 +301,11 @@ def drop_capabilities():
     root's: loading kernel modules, or moving a network device into the machine's namespace.
     Returns what was left open.
 
-    >>> drop_capabilities.__doc__.startswith("Leave this process")
-    True
+    >>> import subprocess
+    >>> code = "from grader.grading import sandbox; print(sandbox.drop_capabilities(), open('/proc/self/status').read())"
+    >>> out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    >>> out.split()[0], out.split("CapEff:")[1].split()[0]
+    ('[]', '0000000000000000')
     """
     libc = _libc()
     try:
@@ -374,7 +377,8 @@ def _passable(path, uid, gid):
 
 
 def lock(connection_file=None, secrets=(), toolkit=None):
-    """Apply both (see above). Returns the list of what could not be applied: empty when all was.
+    """Apply both file and system-call rules (see above), every capability dropped first. Returns the
+    list of what could not be applied: empty when all was.
 
     >>> lock.__doc__.startswith("Apply both")
     True
@@ -382,7 +386,7 @@ def lock(connection_file=None, secrets=(), toolkit=None):
     tasks = "/proc/self/task"
     threads = len(os.listdir(tasks)) if os.path.isdir(tasks) else 1
     extra = [f"{threads} threads at the lock: Landlock confines only the one that locks"] if threads > 1 else []
-    return extra + confine_files(connection_file, secrets, toolkit) + deny_syscalls()
+    return extra + drop_capabilities() + confine_files(connection_file, secrets, toolkit) + deny_syscalls()
 
 
 def grading_toolkit(withheld, into):
@@ -438,7 +442,7 @@ def main(argv):
     moved, left = become(os.environ.pop(USER, ""), connection)
     if moved != connection:
         argv[argv.index("-f") + 1] = connection = moved
-    for reason in isolated + left + drop_capabilities() + lock(connection, secrets, toolkit):
+    for reason in isolated + left + lock(connection, secrets, toolkit):
         print(f"Grading sandbox: {reason}", file=sys.stderr, flush=True)
     if "torch" in sys.modules:  # forked from the zygote: torch's threads, started now, are locked too
         from grader.grading.zygote import match_threads

@@ -45,7 +45,7 @@ PRELOAD = ("torch", "torch.distributed.fsdp", "torch.distributed.pipelining", "t
 # What must be the same in the zygote and a kernel's environment for what the zygote imported to hold.
 SAME = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHASHSEED")
 MESSAGE = 1 << 20
-GPUS = "/dev/nvidia[0-9]*"  # one node per NVIDIA GPU
+GPUS = "/dev/nvidia[0-9]*"  # one node per NVIDIA GPU (as sandbox.GPUS: the zygote imports nothing of the toolkit)
 
 _control = None  # this process's end of the zygote's socket, once started here or in a parent
 _process = _owner = None  # the zygote (a Popen) and the process that started it
